@@ -1,0 +1,160 @@
+# smartswap: the one build file.
+#
+#   make              library (static + shared), the smartswap command, the tests
+#   make test         build and run every test (TESTS="device alloc" runs a subset)
+#   make bench        build and run the benchmarks (ratios measured side by side)
+#   make demo         build, then run the main job on the embedded cpu-sim device
+#   make deps         check (and, as root on Debian/Ubuntu, install) the Debian packages needed
+#
+# Knobs: SS_CUDA=0|1 (default: probe), SANITIZE=address|undefined|thread, SS_DEBUG=0..3,
+#        BUILD=dir (default build, or build-$(SANITIZE)), CC, NVCC, CUDA_HOME, V=1.
+
+CC        ?= cc
+BUILD     ?= $(if $(SANITIZE),build-$(SANITIZE),build)
+SS_DEBUG  ?= 1
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings -Wundef
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -fPIC -pthread -D_GNU_SOURCE $(WARN) -DSS_DEBUG=$(SS_DEBUG) -Iinclude -Isrc
+LDLIBS  := -pthread -lm
+MAKEFLAGS += --no-print-directory
+
+# --- sanitizers ---------------------------------------------------------------------------
+ifeq ($(SANITIZE),address)
+  CFLAGS  += -fsanitize=address -fno-omit-frame-pointer
+  LDFLAGS += -fsanitize=address
+else ifeq ($(SANITIZE),undefined)
+  CFLAGS  += -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+  LDFLAGS += -fsanitize=undefined
+else ifeq ($(SANITIZE),thread)
+  CFLAGS  += -fsanitize=thread -fno-omit-frame-pointer
+  LDFLAGS += -fsanitize=thread
+else ifneq ($(SANITIZE),)
+  $(error SANITIZE=$(SANITIZE) is not one of address, undefined, thread)
+endif
+
+# --- optional and required libraries -------------------------------------------------------
+# cJSON (Debian: libcjson-dev) reads and writes the trace files: required.
+CJSON_OK := $(shell test -f /usr/include/cjson/cJSON.h && echo 1)
+ifeq ($(CJSON_OK),1)
+  LDLIBS += -lcjson
+  FEATURES += cjson
+endif
+
+# CUDA: probe the toolkit; SS_CUDA=1 forces it on (and fails without it), SS_CUDA=0 forces it off.
+CUDA_FOUND := $(shell test -f $(CUDA_HOME)/include/cuda_runtime_api.h && \
+                ls $(CUDA_HOME)/lib64/libcudart.so* >/dev/null 2>&1 && echo 1)
+ifeq ($(SS_CUDA),1)
+  ifneq ($(CUDA_FOUND),1)
+    $(error SS_CUDA=1 but no CUDA toolkit at CUDA_HOME=$(CUDA_HOME) (need include/cuda_runtime_api.h and lib64/libcudart.so); install the toolkit or set CUDA_HOME)
+  endif
+  USE_CUDA := 1
+else ifeq ($(SS_CUDA),0)
+  USE_CUDA :=
+else
+  USE_CUDA := $(CUDA_FOUND)
+endif
+ifeq ($(USE_CUDA),1)
+  CFLAGS_CUDA := -DSS_USE_CUDA=1 -I$(CUDA_HOME)/include
+  CFLAGS  += -DSS_USE_CUDA=1
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+  FEATURES += cuda
+endif
+
+# OpenMP (gcc ships it); NO_OMP=1 turns it off.
+ifneq ($(NO_OMP),1)
+  OMP_OK := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1)
+  ifeq ($(OMP_OK),1)
+    CFLAGS  += -fopenmp
+    LDFLAGS += -fopenmp
+    FEATURES += openmp
+  endif
+endif
+
+# OpenBLAS (Debian: libopenblas-dev): optional, used by the reference trainer's matmul.
+BLAS_OK := $(shell test -f /usr/include/x86_64-linux-gnu/cblas.h -o -f /usr/include/cblas.h -o -f /usr/include/openblas/cblas.h && echo 1)
+ifeq ($(BLAS_OK),1)
+  CFLAGS  += -DSS_USE_BLAS=1
+  LDLIBS  += -lopenblas
+  FEATURES += openblas
+endif
+
+CFLAGS += -DSS_FEATURES='"$(strip $(FEATURES))"'
+
+# --- sources -------------------------------------------------------------------------------
+LIB_SRC   := $(filter-out src/device-cuda.c,$(wildcard src/*.c))
+ifeq ($(USE_CUDA),1)
+  LIB_SRC += src/device-cuda.c
+endif
+LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/src/%.o,$(LIB_SRC))
+TOOL_SRC  := $(wildcard tools/*.c)
+TOOL_OBJ  := $(patsubst tools/%.c,$(BUILD)/tools/%.o,$(TOOL_SRC))
+TEST_SRC  := $(wildcard tests/test-*.c)
+TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+TESTUTIL  := $(patsubst tests/%.c,$(BUILD)/tests/%.o,$(wildcard tests/util-*.c))
+BENCH_SRC := $(wildcard bench/bench-*.c)
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+STATIC := $(BUILD)/libsmartswap.a
+SHARED := $(BUILD)/libsmartswap.so
+CLI    := $(BUILD)/smartswap
+
+.PHONY: all lib test bench demo deps info clean check-deps
+all: check-deps info $(STATIC) $(SHARED) $(CLI) $(TEST_BIN) $(BENCH_BIN)
+lib: $(STATIC) $(SHARED)
+
+info:
+	@echo "smartswap build: $(BUILD)/  CC=$(CC)  SANITIZE=$(or $(SANITIZE),none)  SS_DEBUG=$(SS_DEBUG)"
+	@echo "  $(if $(CJSON_OK),✓ cJSON (libcjson-dev),✗ cJSON missing: run 'make deps')"
+	@echo "  $(if $(USE_CUDA),✓ CUDA toolkit at $(CUDA_HOME): building the cuda device,✗ CUDA $(if $(filter 0,$(SS_CUDA)),off (SS_CUDA=0),toolkit not found): cpu-sim only)"
+	@echo "  $(if $(OMP_OK),✓ OpenMP,✗ OpenMP off)"
+	@echo "  $(if $(BLAS_OK),✓ OpenBLAS,✗ OpenBLAS not found: plain loops for matmul (libopenblas-dev))"
+
+# Missing Debian packages: installed when root on Debian/Ubuntu, else listed and the build stops.
+check-deps:
+	@sh scripts/deps.sh
+
+deps: check-deps
+
+$(BUILD)/src/device-cuda.o: src/device-cuda.c | $(BUILD)/src
+	$(CC) $(CFLAGS) $(CFLAGS_CUDA) -c $< -o $@
+$(BUILD)/src/%.o: src/%.c $(wildcard src/*.h include/*.h) | $(BUILD)/src
+	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/tools/%.o: tools/%.c $(wildcard tools/*.h src/*.h include/*.h) | $(BUILD)/tools
+	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/tests/%.o: tests/%.c $(wildcard tests/*.h src/*.h include/*.h) | $(BUILD)/tests
+	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/bench/%.o: bench/%.c $(wildcard bench/*.h src/*.h include/*.h) | $(BUILD)/bench
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(STATIC): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(SHARED): $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(CLI): $(TOOL_OBJ) $(STATIC)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/tests/test-%: $(BUILD)/tests/test-%.o $(TESTUTIL) $(STATIC)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/bench/bench-%: $(BUILD)/bench/bench-%.o $(STATIC)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/src $(BUILD)/tools $(BUILD)/tests $(BUILD)/bench:
+	@mkdir -p $@
+
+# --- running -------------------------------------------------------------------------------
+# TESTS="device alloc" runs tests/test-device and tests/test-alloc only.
+RUN_TESTS := $(if $(TESTS),$(foreach t,$(TESTS),$(BUILD)/tests/test-$(t)),$(TEST_BIN))
+test: all
+	@SS_BUILD=$(BUILD) SS_CLI=$(CLI) sh scripts/run-tests.sh $(RUN_TESTS)
+
+bench: all
+	@SS_BUILD=$(BUILD) sh scripts/run-bench.sh $(BENCH_BIN)
+
+demo: all
+	@SS_BUILD=$(BUILD) sh scripts/demo.sh
+
+clean:
+	rm -rf build build-address build-undefined build-thread build-*

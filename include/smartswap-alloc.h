@@ -1,0 +1,147 @@
+/* smartswap-alloc.h: the caching device allocator and the pinned host pool.
+ *
+ * ss_alloc_t hands out device blocks under a byte budget: best fit over cached free blocks,
+ * split and coalesce inside segments reserved from the device, 256-byte alignment. The same
+ * bookkeeping runs in measure mode (no device: segments are ranges of a virtual address space),
+ * so the simulator runs this very code and its predicted peak equals the real one.
+ *
+ * Releasing a block whose memory a copy may still be reading:
+ *  - ss_alloc_free_at (the "custom record stream"): the block is released when the caller
+ *    reaches operator index k (ss_alloc_reach). At k it costs at most one event query, or one
+ *    stream wait if the copy is late. Nothing is queried on the allocation path.
+ *  - ss_alloc_free_event (stock emulation, SS_RELEASE_MODE_STOCK): as torch's record_stream:
+ *    the block waits on its event; every later allocation polls the oldest pending events in
+ *    order until one is not ready.
+ *
+ * Out of memory inside ss_alloc_malloc: release cached free segments to the device, retry, call
+ * the eviction callback (set by the executor), retry, then SS_ERR_OOM.
+ *
+ *     ss_alloc_t *a; ss_block_t *b;
+ *     ss_alloc_config c = ss_alloc_config_default(); c.budget_bytes = 64 << 20;
+ *     ss_alloc_new(dev, &c, &a);               (dev NULL: measure mode)
+ *     ss_alloc_malloc(a, 4096, &b);  float *x = ss_block_ptr(b);
+ *     ss_alloc_free(a, b);
+ *     ss_alloc_destroy(a);
+ *
+ * Threading contract: an allocator may be called from several threads; calls are serialised
+ * by its own lock. The eviction callback runs with that lock released and may call
+ * ss_alloc_free / ss_alloc_free_at on the same allocator.
+ */
+#ifndef SMARTSWAP_ALLOC_H
+#define SMARTSWAP_ALLOC_H
+
+#include "smartswap-device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SS_ALLOC_ALIGN 256
+
+typedef struct ss_alloc_config {
+    uint64_t budget_bytes;   /* reserved bytes never exceed this; 0 = the device's capacity.
+                                A budget above the capacity is clamped (with a warning). */
+    uint64_t segment_bytes;  /* reservation granularity: small requests share segments of this
+                                size; larger ones get a segment of their own (default 2 MiB) */
+    int      release_mode;   /* ss_release_mode for blocks freed with a pending use */
+} ss_alloc_config;
+
+ss_alloc_config ss_alloc_config_default(void);
+
+/* Called when the budget is exhausted after cached segments were released. It should make at
+ * least `need` bytes reclaimable (typically by swapping tensors out and freeing their blocks)
+ * and set *freed to what it released. Returning non-SS_OK or *freed == 0 ends the retry. */
+typedef ss_status (*ss_evict_fn)(void *user, uint64_t need, uint64_t *freed);
+
+/* Creates an allocator on dev, or in measure mode when dev is NULL. */
+ss_status ss_alloc_new(ss_device_t *dev, const ss_alloc_config *cfg, ss_alloc_t **out);
+/* Returns every segment to the device and frees the allocator. With live blocks: SS_ERR_STATE,
+ * nothing freed (call ss_alloc_destroy_force to reclaim anyway). */
+ss_status ss_alloc_destroy(ss_alloc_t *a);
+ss_status ss_alloc_destroy_force(ss_alloc_t *a);
+
+void ss_alloc_set_evict(ss_alloc_t *a, ss_evict_fn fn, void *user);
+
+/* Measure mode's clock (seconds); also stamps hand-outs for the reuse-interval statistic in
+ * measure mode. Real mode ignores it and uses the device clock. */
+void ss_alloc_set_time(ss_alloc_t *a, double now);
+
+/* n > 0 bytes (rounded up to SS_ALLOC_ALIGN). SS_ERR_OOM after every fallback; *out untouched. */
+ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out);
+
+/* The block's device pointer (NULL in measure mode), its offset in the allocator's address space
+ * (measure and real mode alike), and its rounded size. */
+void    *ss_block_ptr(const ss_block_t *b);
+uint64_t ss_block_offset(const ss_block_t *b);
+uint64_t ss_block_size(const ss_block_t *b);
+
+/* Releases b for reuse now. A block not live in a (foreign or freed twice): SS_ERR_STATE. */
+ss_status ss_alloc_free(ss_alloc_t *a, ss_block_t *b);
+
+/* Deferred release at operator index k: b is not handed out again before the caller reaches k.
+ * e (may be NULL) is the event after the last pending use (the swap-out copy). In measure mode
+ * e is NULL and t_done is the simulated completion time of that use. */
+ss_status ss_alloc_free_at(ss_alloc_t *a, ss_block_t *b, uint64_t k, ss_event_t *e,
+                           double t_done);
+
+/* The caller has reached operator index k: releases every deferred block due at or before k.
+ * For each: one ss_event_query; if the copy is still running, `s` (the stream that will reuse
+ * the memory) waits on the event with ss_event_wait and the block is released at once (a
+ * counted wait). In measure mode, a block whose t_done is after the clock counts as a wait and
+ * *wait_until (may be NULL) is raised to its t_done so the simulator can stall the compute
+ * stream; real mode sets *wait_until to 0. */
+ss_status ss_alloc_reach(ss_alloc_t *a, uint64_t k, ss_stream_t *s, double *wait_until);
+
+/* Stock emulation: b's last use is recorded in e; b is reused only after an allocation call
+ * finds e complete by polling pending events in order, one query each, until one is not ready. */
+ss_status ss_alloc_free_event(ss_alloc_t *a, ss_block_t *b, ss_event_t *e);
+
+/* Releases all cached free segments back to the device. */
+ss_status ss_alloc_trim(ss_alloc_t *a);
+
+typedef struct ss_alloc_stats {
+    uint64_t budget_bytes;
+    uint64_t in_use_bytes, peak_in_use_bytes;       /* handed-out blocks */
+    uint64_t reserved_bytes, peak_reserved_bytes;   /* segments held from the device */
+    uint64_t cached_bytes;                          /* reserved and free */
+    uint64_t alloc_calls, free_calls, cache_hits;   /* cache hit: no new segment needed */
+    uint64_t segment_allocs, segment_frees;
+    uint64_t oom_trims, evict_calls, oom_errors;
+    uint64_t deferred_releases, event_queries, waits;
+    uint64_t reuse_count;                           /* block reuse interval: from completion */
+    double   reuse_total_s, reuse_max_s;            /* of a block's last pending use to its */
+                                                    /* next hand-out (see docs) */
+} ss_alloc_stats;
+
+ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out);
+/* One line per field into buf, for people. */
+ss_status ss_alloc_stats_format(const ss_alloc_stats *s, char *buf, size_t len);
+
+/* Walks every segment and block and checks the invariants (sizes add up, no overlap, free
+ * neighbours coalesced, lists consistent). SS_ERR_CORRUPT with a message in the log if not. */
+ss_status ss_alloc_check(const ss_alloc_t *a);
+
+/* ---------------------------------------------------------------------------------------- */
+/* pinned host pool                                                                          */
+
+typedef struct ss_hostpool_stats {
+    uint64_t cap_bytes;
+    uint64_t in_use_bytes, peak_in_use_bytes, reserved_bytes;
+    uint64_t gets, puts, host_allocs, host_frees, reuse_hits, cap_errors;
+} ss_hostpool_stats;
+
+/* Pinned buffers from dev's host_alloc, by size class (rounded up), kept for reuse. cap_bytes
+ * bounds the reserved total (0 = no cap). Thread-safe. */
+ss_status ss_hostpool_new(ss_device_t *dev, uint64_t cap_bytes, ss_hostpool_t **out);
+/* A buffer of at least n bytes. Past the cap (after freeing cached buffers of other classes):
+ * SS_ERR_HOST_OOM, and the log says the cap and how to raise it. */
+ss_status ss_hostpool_get(ss_hostpool_t *p, size_t n, void **out);
+ss_status ss_hostpool_put(ss_hostpool_t *p, void *buf);
+ss_status ss_hostpool_get_stats(const ss_hostpool_t *p, ss_hostpool_stats *out);
+/* SS_ERR_STATE if buffers are still out. */
+ss_status ss_hostpool_destroy(ss_hostpool_t *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SMARTSWAP_ALLOC_H */

@@ -1,0 +1,67 @@
+/* profile.h: the detailed profile of one iteration, as every part of the library holds it in
+ * memory: the operator sequence (name, call site, phase, memory after, FLOPs, time) and the
+ * tensors (saved for backward, or temporaries when the caller reports them) with their producer,
+ * uses and release. The profiler fills it (profile.c), trace files store it (trace.c, format in
+ * docs/trace-format.md), the synthetic generator builds it (workload.c), and the policy and the
+ * simulator read it (policy.c, sim.c).
+ *
+ * Indices are 32-bit: an iteration of more than 4 billion operators is out of scope. Memory grows
+ * with the events; there are no fixed caps.
+ */
+#ifndef SS_PROFILE_H
+#define SS_PROFILE_H
+
+#include "internal.h"
+
+#define SS_MAX_DIMS 8
+#define SS_NONE UINT32_MAX
+
+typedef enum ss_phase {
+    SS_PHASE_FWD = 0,
+    SS_PHASE_BWD = 1,
+    SS_PHASE_OPT = 2,
+    SS_PHASE_OTHER = 3
+} ss_phase;
+
+enum ss_tensor_flag {
+    SS_TENSOR_SAVED  = 1u << 0,  /* saved for backward (a swap candidate); else a temporary */
+    SS_TENSOR_NOSWAP = 1u << 1   /* the caller opted it out of swapping */
+};
+
+typedef struct ss_prof_op {
+    uint32_t name;        /* index into ss_profile.names */
+    uint32_t phase;       /* ss_phase */
+    uint64_t site;        /* call-site hash (0 when the caller gives none) */
+    uint64_t mem_after;   /* device bytes in use after the op, as if nothing were swapped */
+    double   flops;       /* FLOPs of the op; 0 = unknown */
+    double   seconds;     /* measured or estimated duration; 0 = unknown */
+} ss_prof_op;
+
+typedef struct ss_prof_tensor {
+    uint64_t bytes;
+    uint32_t dtype;       /* ss_dtype */
+    uint32_t ndim;
+    int64_t  shape[SS_MAX_DIMS];
+    uint32_t producer;    /* op index that produced (saved) it */
+    uint32_t release;     /* op index after which it is freed; SS_NONE = alive at the end */
+    uint32_t use_off;     /* its uses are uses[use_off .. use_off + nuses), ascending op indices */
+    uint32_t nuses;
+    uint32_t flags;       /* enum ss_tensor_flag */
+} ss_prof_tensor;
+
+typedef struct ss_profile {
+    char      desc[160];    /* free text: what produced it ("trace gen llama-2-7b b=1 s=4096") */
+    uint64_t  seq_hash;     /* light-profiler hash of the whole operator sequence */
+    uint64_t  size_sig;     /* size signature (bucketed saved bytes) */
+    uint64_t  base_bytes;   /* device bytes in use before the first op (weights, optimizer, ...) */
+    double    iter_seconds; /* wall time of the iteration; 0 = unknown */
+    uint32_t  nops, ntensors, nnames;
+    size_t    nuses;
+    ss_prof_op     *ops;
+    ss_prof_tensor *tensors;
+    char          **names;  /* interned operator names, each malloc'ed */
+    uint32_t       *uses;
+    size_t cap_ops, cap_tensors, cap_names, cap_uses;
+} ss_profile;
+
+#endif /* SS_PROFILE_H */

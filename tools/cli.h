@@ -1,0 +1,39 @@
+/* cli.h: the smartswap command's subcommands. Each cmd_* gets argv after the subcommand name
+ * (argv[0] is the subcommand) and returns the process exit status: 0 success, 1 failure of the
+ * work, 2 bad usage. Shared helpers for flags and errors live in cli.c.
+ */
+#ifndef SS_CLI_H
+#define SS_CLI_H
+
+#include "smartswap.h"
+#include <stdio.h>
+
+int cmd_info(int argc, char **argv);
+int cmd_options(int argc, char **argv);
+int cmd_demo_device(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+
+/* Prints "smartswap <cmd>: error: <msg>" and, when hint is non-NULL, "  hint: <hint>" to stderr. */
+void cli_error(const char *cmd, const char *hint, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Loads defaults and SMARTSWAP_* variables into *o; on a bad variable prints the error and
+ * returns non-zero. Sets the library's log callback to stderr at o->log_level. */
+int cli_options_init(const char *cmd, ss_options *o);
+
+/* Flag parsing: if argv[*i] is --name or --name=value, stores the value (from the same argument
+ * or the next one) in *value, advances *i past it and returns 1; returns 0 when argv[*i] is
+ * another flag; prints an error and returns -1 when the value is missing. */
+int cli_flag(int argc, char **argv, int *i, const char *name, const char **value);
+
+/* Parses a size flag value; prints an error naming the flag on failure (returns non-zero). */
+int cli_size(const char *cmd, const char *flag, const char *value, uint64_t *out);
+/* Parses a double / integer flag value within [lo, hi]; prints an error on failure. */
+int cli_double(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out);
+int cli_int(const char *cmd, const char *flag, const char *value, long lo, long hi, long *out);
+
+#endif /* SS_CLI_H */
