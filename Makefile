@@ -35,6 +35,17 @@ else ifneq ($(SANITIZE),)
   $(error SANITIZE=$(SANITIZE) is not one of address, undefined, thread)
 endif
 
+# --- Debian packages: checked (and installed when root) before anything is probed ----------
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+  DEPS_OUT := $(shell sh scripts/deps.sh 2>&1 || echo SS_DEPS_FAILED)
+  ifneq ($(strip $(DEPS_OUT)),)
+    $(info $(subst SS_DEPS_FAILED,,$(DEPS_OUT)))
+  endif
+  ifneq ($(findstring SS_DEPS_FAILED,$(DEPS_OUT)),)
+    $(error missing Debian packages (listed above))
+  endif
+endif
+
 # --- optional and required libraries -------------------------------------------------------
 # cJSON (Debian: libcjson-dev) reads and writes the trace files: required.
 CJSON_OK := $(shell test -f /usr/include/cjson/cJSON.h && echo 1)
@@ -101,22 +112,21 @@ STATIC := $(BUILD)/libsmartswap.a
 SHARED := $(BUILD)/libsmartswap.so
 CLI    := $(BUILD)/smartswap
 
-.PHONY: all lib test bench demo deps info clean check-deps
-all: check-deps info $(STATIC) $(SHARED) $(CLI) $(TEST_BIN) $(BENCH_BIN)
+.PHONY: all lib test bench demo deps info clean
+all: info $(STATIC) $(SHARED) $(CLI) $(TEST_BIN) $(BENCH_BIN)
 lib: $(STATIC) $(SHARED)
 
 info:
 	@echo "smartswap build: $(BUILD)/  CC=$(CC)  SANITIZE=$(or $(SANITIZE),none)  SS_DEBUG=$(SS_DEBUG)"
-	@echo "  $(if $(CJSON_OK),✓ cJSON (libcjson-dev),✗ cJSON missing: run 'make deps')"
+	@echo "  $(if $(CJSON_OK),✓ cJSON (libcjson-dev),✗ cJSON missing: run 'make deps' as root)"
 	@echo "  $(if $(USE_CUDA),✓ CUDA toolkit at $(CUDA_HOME): building the cuda device,✗ CUDA $(if $(filter 0,$(SS_CUDA)),off (SS_CUDA=0),toolkit not found): cpu-sim only)"
 	@echo "  $(if $(OMP_OK),✓ OpenMP,✗ OpenMP off)"
 	@echo "  $(if $(BLAS_OK),✓ OpenBLAS,✗ OpenBLAS not found: plain loops for matmul (libopenblas-dev))"
 
-# Missing Debian packages: installed when root on Debian/Ubuntu, else listed and the build stops.
-check-deps:
-	@sh scripts/deps.sh
-
-deps: check-deps
+# Missing Debian packages are installed when root on Debian/Ubuntu (see the top of this file);
+# elsewhere they are listed and the build stops.
+deps:
+	@sh scripts/deps.sh && echo "smartswap: every needed Debian package is installed"
 
 $(BUILD)/src/device-cuda.o: src/device-cuda.c | $(BUILD)/src
 	$(CC) $(CFLAGS) $(CFLAGS_CUDA) -c $< -o $@
