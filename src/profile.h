@@ -62,6 +62,38 @@ typedef struct ss_profile {
     char          **names;  /* interned operator names, each malloc'ed */
     uint32_t       *uses;
     size_t cap_ops, cap_tensors, cap_names, cap_uses;
+    /* uses reported while recording, as (tensor, op) pairs; ssi_profile_finalize sorts them into
+     * uses[] and sets each tensor's use_off/nuses. Empty after finalize. */
+    uint32_t *pend;
+    size_t npend, cap_pend;
 } ss_profile;
+
+/* ---- the container (profile-data.c) ---------------------------------------------------------
+ * Each call returns SS_ERR_HOST_OOM when memory runs out, leaving the profile as it was. */
+
+ss_status ssi_profile_new(ss_profile **out);
+void      ssi_profile_free(ss_profile *p);               /* NULL is fine */
+/* Empties the profile, keeping its arrays for reuse. */
+void      ssi_profile_clear(ss_profile *p);
+/* The id of `name` in p->names, adding it if new (linear in the number of names: names are few). */
+ss_status ssi_profile_intern(ss_profile *p, const char *name, uint32_t *id);
+ss_status ssi_profile_add_op(ss_profile *p, const ss_prof_op *op, uint32_t *idx);
+/* Adds a tensor; its use_off/nuses are ignored (uses come from ssi_profile_add_use). */
+ss_status ssi_profile_add_tensor(ss_profile *p, const ss_prof_tensor *t, uint32_t *idx);
+ss_status ssi_profile_add_use(ss_profile *p, uint32_t tensor, uint32_t op);
+/* Moves pending uses into uses[] (per tensor, ascending, duplicates removed) and checks the
+ * profile (ssi_profile_check). */
+ss_status ssi_profile_finalize(ss_profile *p);
+/* Checks every index and invariant (producer < nops, uses ascending and after the producer,
+ * release >= last use, name ids < nnames, ndim <= SS_MAX_DIMS, bytes > 0). On failure returns
+ * SS_ERR_FORMAT and describes the first fault in err. */
+ss_status ssi_profile_check(const ss_profile *p, char *err, size_t err_len);
+/* 1 when a and b hold the same data (names compared as strings), else 0. */
+int       ssi_profile_equal(const ss_profile *a, const ss_profile *b);
+ss_status ssi_profile_clone(const ss_profile *p, ss_profile **out);
+/* Bytes of element type d (0 for SS_DTYPE_OTHER); its name ("f32") and back (-1 unknown). */
+size_t      ssi_dtype_size(uint32_t d);
+const char *ssi_dtype_name(uint32_t d);
+int         ssi_dtype_from_name(const char *name);
 
 #endif /* SS_PROFILE_H */
