@@ -85,7 +85,7 @@ ifneq ($(NO_OMP),1)
 endif
 
 # OpenBLAS (Debian: libopenblas-dev): optional, used by the reference trainer's matmul.
-BLAS_OK := $(shell test -f /usr/include/x86_64-linux-gnu/cblas.h -o -f /usr/include/cblas.h -o -f /usr/include/openblas/cblas.h && echo 1)
+BLAS_OK := $(shell ls /usr/lib/*/libopenblas.so /usr/lib/libopenblas.so >/dev/null 2>&1 && echo 1)
 ifeq ($(BLAS_OK),1)
   CFLAGS  += -DSS_USE_BLAS=1
   LDLIBS  += -lopenblas
@@ -97,7 +97,7 @@ CFLAGS += -DSS_FEATURES='"$(strip $(FEATURES))"'
 # --- sources -------------------------------------------------------------------------------
 LIB_SRC   := $(filter-out src/device-cuda.c,$(wildcard src/*.c))
 ifeq ($(USE_CUDA),1)
-  LIB_SRC += src/device-cuda.c
+  LIB_SRC += $(wildcard src/device-cuda.c)
 endif
 LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/src/%.o,$(LIB_SRC))
 TOOL_SRC  := $(wildcard tools/*.c)

@@ -6,13 +6,16 @@ set -u
 # package:file that proves it is installed (checked by file, so non-Debian systems that have the
 # library under the same path pass too)
 NEEDED="libcjson-dev:/usr/include/cjson/cJSON.h
-libopenblas-dev:/usr/include/x86_64-linux-gnu/cblas.h
+libopenblas-dev:/usr/lib/x86_64-linux-gnu/libopenblas.so
 gnuplot-nox:/usr/bin/gnuplot
 fortunes:/usr/share/games/fortunes/fortunes
 jargon-text:/usr/share/doc/jargon-text"
 missing=""
 for line in $NEEDED; do
     pkg=${line%%:*}; file=${line#*:}
+    if command -v dpkg-query >/dev/null 2>&1; then
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' && continue
+    fi
     [ -e "$file" ] || missing="$missing $pkg"
 done
 [ -z "$missing" ] && exit 0
