@@ -6,7 +6,7 @@
 #   make demo         build, then run the main job on the embedded cpu-sim device
 #   make deps         check (and, as root on Debian/Ubuntu, install) the Debian packages needed
 #
-# Knobs: SS_CUDA=0|1 (default: probe), SANITIZE=address|undefined|thread, SS_DEBUG=0..3,
+# Knobs: SS_CUDA=0|1 (default: probe), SANITIZE=address|undefined|thread, SS_DEBUG=0..3, WERROR=1,
 #        BUILD=dir (default build, or build-$(SANITIZE)), CC, NVCC, CUDA_HOME, V=1.
 
 CC        ?= cc
@@ -17,20 +17,21 @@ NVCC      ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nv
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings -Wundef
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -fPIC -pthread -D_GNU_SOURCE $(WARN) -DSS_DEBUG=$(SS_DEBUG) -Iinclude -Isrc
+# XCFLAGS collects what the build needs; CFLAGS and LDFLAGS from the command line add to it.
+XCFLAGS := -std=c11 -fPIC -pthread -D_GNU_SOURCE $(WARN) -DSS_DEBUG=$(SS_DEBUG) -Iinclude -Isrc
 LDLIBS  := -pthread -lm
 MAKEFLAGS += --no-print-directory
 
 # --- sanitizers ---------------------------------------------------------------------------
 ifeq ($(SANITIZE),address)
-  CFLAGS  += -fsanitize=address -fno-omit-frame-pointer
-  LDFLAGS += -fsanitize=address
+  XCFLAGS += -fsanitize=address -fno-omit-frame-pointer
+  XLDFLAGS += -fsanitize=address
 else ifeq ($(SANITIZE),undefined)
-  CFLAGS  += -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-  LDFLAGS += -fsanitize=undefined
+  XCFLAGS += -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+  XLDFLAGS += -fsanitize=undefined
 else ifeq ($(SANITIZE),thread)
-  CFLAGS  += -fsanitize=thread -fno-omit-frame-pointer
-  LDFLAGS += -fsanitize=thread
+  XCFLAGS += -fsanitize=thread -fno-omit-frame-pointer
+  XLDFLAGS += -fsanitize=thread
 else ifneq ($(SANITIZE),)
   $(error SANITIZE=$(SANITIZE) is not one of address, undefined, thread)
 endif
@@ -69,17 +70,21 @@ else
 endif
 ifeq ($(USE_CUDA),1)
   CFLAGS_CUDA := -DSS_USE_CUDA=1 -I$(CUDA_HOME)/include
-  CFLAGS  += -DSS_USE_CUDA=1
+  XCFLAGS += -DSS_USE_CUDA=1
   LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
   FEATURES += cuda
 endif
 
-# OpenMP (gcc ships it); NO_OMP=1 turns it off.
+# OpenMP (gcc ships it); NO_OMP=1 turns it off, and so does ThreadSanitizer (libgomp is not
+# instrumented, so it would report false races).
+ifeq ($(SANITIZE),thread)
+  NO_OMP := 1
+endif
 ifneq ($(NO_OMP),1)
   OMP_OK := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1)
   ifeq ($(OMP_OK),1)
-    CFLAGS  += -fopenmp
-    LDFLAGS += -fopenmp
+    XCFLAGS += -fopenmp
+    XLDFLAGS += -fopenmp
     FEATURES += openmp
   endif
 endif
@@ -87,12 +92,17 @@ endif
 # OpenBLAS (Debian: libopenblas-dev): optional, used by the reference trainer's matmul.
 BLAS_OK := $(shell ls /usr/lib/*/libopenblas.so /usr/lib/libopenblas.so >/dev/null 2>&1 && echo 1)
 ifeq ($(BLAS_OK),1)
-  CFLAGS  += -DSS_USE_BLAS=1
+  XCFLAGS += -DSS_USE_BLAS=1
   LDLIBS  += -lopenblas
   FEATURES += openblas
 endif
 
-CFLAGS += -DSS_FEATURES='"$(strip $(FEATURES))"'
+XCFLAGS += -DSS_FEATURES='"$(strip $(FEATURES))"'
+ifeq ($(WERROR),1)
+  XCFLAGS += -Werror
+endif
+ALL_CFLAGS  = $(XCFLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(XLDFLAGS) $(LDFLAGS)
 
 # --- sources -------------------------------------------------------------------------------
 LIB_SRC   := $(filter-out src/device-cuda.c,$(wildcard src/*.c))
@@ -129,27 +139,27 @@ deps:
 	@sh scripts/deps.sh && echo "smartswap: every needed Debian package is installed"
 
 $(BUILD)/src/device-cuda.o: src/device-cuda.c | $(BUILD)/src
-	$(CC) $(CFLAGS) $(CFLAGS_CUDA) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(CFLAGS_CUDA) -c $< -o $@
 $(BUILD)/src/%.o: src/%.c $(wildcard src/*.h include/*.h) | $(BUILD)/src
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 $(BUILD)/tools/%.o: tools/%.c $(wildcard tools/*.h src/*.h include/*.h) | $(BUILD)/tools
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 $(BUILD)/tests/%.o: tests/%.c $(wildcard tests/*.h src/*.h include/*.h) | $(BUILD)/tests
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 $(BUILD)/bench/%.o: bench/%.c $(wildcard bench/*.h src/*.h include/*.h) | $(BUILD)/bench
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(STATIC): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 $(SHARED): $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) -shared $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 $(CLI): $(TOOL_OBJ) $(STATIC)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/tests/test-%: $(BUILD)/tests/test-%.o $(TESTUTIL) $(STATIC)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/bench/bench-%: $(BUILD)/bench/bench-%.o $(STATIC)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/src $(BUILD)/tools $(BUILD)/tests $(BUILD)/bench:
 	@mkdir -p $@
