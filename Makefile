@@ -110,6 +110,8 @@ ifeq ($(USE_CUDA),1)
   LIB_SRC += $(wildcard src/device-cuda.c)
 endif
 LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/src/%.o,$(LIB_SRC))
+GPT_SRC   := $(wildcard gpt/*.c)
+GPT_OBJ   := $(patsubst gpt/%.c,$(BUILD)/gpt/%.o,$(GPT_SRC))
 TOOL_SRC  := $(wildcard tools/*.c)
 TOOL_OBJ  := $(patsubst tools/%.c,$(BUILD)/tools/%.o,$(TOOL_SRC))
 TEST_SRC  := $(wildcard tests/test-*.c)
@@ -119,6 +121,7 @@ BENCH_SRC := $(wildcard bench/bench-*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 STATIC := $(BUILD)/libsmartswap.a
+GPTLIB := $(BUILD)/libgpt.a
 SHARED := $(BUILD)/libsmartswap.so
 CLI    := $(BUILD)/smartswap
 
@@ -142,26 +145,31 @@ $(BUILD)/src/device-cuda.o: src/device-cuda.c | $(BUILD)/src
 	$(CC) $(ALL_CFLAGS) $(CFLAGS_CUDA) -c $< -o $@
 $(BUILD)/src/%.o: src/%.c $(wildcard src/*.h include/*.h) | $(BUILD)/src
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
-$(BUILD)/tools/%.o: tools/%.c $(wildcard tools/*.h src/*.h include/*.h) | $(BUILD)/tools
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
-$(BUILD)/tests/%.o: tests/%.c $(wildcard tests/*.h src/*.h include/*.h) | $(BUILD)/tests
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
-$(BUILD)/bench/%.o: bench/%.c $(wildcard bench/*.h src/*.h include/*.h) | $(BUILD)/bench
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(BUILD)/gpt/%.o: gpt/%.c $(wildcard gpt/*.h src/*.h include/*.h) | $(BUILD)/gpt
+	$(CC) $(ALL_CFLAGS) -Igpt -c $< -o $@
+$(BUILD)/tools/%.o: tools/%.c $(wildcard tools/*.h gpt/*.h src/*.h include/*.h) | $(BUILD)/tools
+	$(CC) $(ALL_CFLAGS) -Igpt -c $< -o $@
+$(BUILD)/tests/%.o: tests/%.c $(wildcard tests/*.h gpt/*.h src/*.h include/*.h) | $(BUILD)/tests
+	$(CC) $(ALL_CFLAGS) -Igpt -c $< -o $@
+$(BUILD)/bench/%.o: bench/%.c $(wildcard bench/*.h gpt/*.h src/*.h include/*.h) | $(BUILD)/bench
+	$(CC) $(ALL_CFLAGS) -Igpt -c $< -o $@
 
 $(STATIC): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 $(SHARED): $(LIB_OBJ)
 	$(CC) -shared $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
-$(CLI): $(TOOL_OBJ) $(STATIC)
+$(GPTLIB): $(GPT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(CLI): $(TOOL_OBJ) $(GPTLIB) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/tests/test-%: $(BUILD)/tests/test-%.o $(TESTUTIL) $(STATIC)
+$(BUILD)/tests/test-%: $(BUILD)/tests/test-%.o $(TESTUTIL) $(GPTLIB) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/bench/bench-%: $(BUILD)/bench/bench-%.o $(STATIC)
+$(BUILD)/bench/bench-%: $(BUILD)/bench/bench-%.o $(GPTLIB) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/src $(BUILD)/tools $(BUILD)/tests $(BUILD)/bench:
+$(BUILD)/src $(BUILD)/gpt $(BUILD)/tools $(BUILD)/tests $(BUILD)/bench:
 	@mkdir -p $@
 
 # --- running -------------------------------------------------------------------------------
