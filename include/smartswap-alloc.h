@@ -53,7 +53,11 @@ ss_alloc_config ss_alloc_config_default(void);
  * and set *freed to what it released. Returning non-SS_OK or *freed == 0 ends the retry. */
 typedef ss_status (*ss_evict_fn)(void *user, uint64_t need, uint64_t *freed);
 
-/* Creates an allocator on dev, or in measure mode when dev is NULL. */
+/* Creates an allocator on dev, or in measure mode when dev is NULL. cfg NULL: defaults. In
+ * measure mode a budget of 0 means unbounded. Segments: a request of up to segment_bytes gets
+ * (or shares) a segment of segment_bytes; a larger one a segment rounded up to a multiple of
+ * segment_bytes; when that does not fit the budget (or the device), a segment of exactly the
+ * rounded request. segment_bytes must be a multiple of SS_ALLOC_ALIGN. */
 ss_status ss_alloc_new(ss_device_t *dev, const ss_alloc_config *cfg, ss_alloc_t **out);
 /* Returns every segment to the device and frees the allocator. With live blocks: SS_ERR_STATE,
  * nothing freed (call ss_alloc_destroy_force to reclaim anyway). */
@@ -63,7 +67,7 @@ ss_status ss_alloc_destroy_force(ss_alloc_t *a);
 void ss_alloc_set_evict(ss_alloc_t *a, ss_evict_fn fn, void *user);
 
 /* Measure mode's clock (seconds); also stamps hand-outs for the reuse-interval statistic in
- * measure mode. Real mode ignores it and uses the device clock. */
+ * measure mode. Real mode ignores it and uses the device clock (ss_device_now). */
 void ss_alloc_set_time(ss_alloc_t *a, double now);
 
 /* n > 0 bytes (rounded up to SS_ALLOC_ALIGN). SS_ERR_OOM after every fallback; *out untouched. */
@@ -79,8 +83,20 @@ uint64_t ss_block_size(const ss_block_t *b);
 ss_status ss_alloc_free(ss_alloc_t *a, ss_block_t *b);
 
 /* Deferred release at operator index k: b is not handed out again before the caller reaches k.
- * e (may be NULL) is the event after the last pending use (the swap-out copy). In measure mode
- * e is NULL and t_done is the simulated completion time of that use. */
+ * e (may be NULL: no pending use) is the event after the last pending use (the swap-out copy);
+ * it must stay valid and must not be re-recorded until the block is released at k. In measure
+ * mode e is NULL and t_done is the simulated completion time of that use. k is a counter that
+ * the caller never moves backwards (the executor counts operators across iterations); a k
+ * already reached is released at the next ss_alloc_reach. Until released the block counts as
+ * in use (and as pending). With release_mode SS_RELEASE_MODE_STOCK this call behaves as
+ * ss_alloc_free_stock(a, b, e, t_done) (k is ignored), so one executor can run either mode.
+ *
+ * Stream semantics: the allocator hands memory out for use on one "reuse stream" (the compute
+ * stream given to ss_alloc_reach). A block freed with ss_alloc_free must have no pending use on
+ * any other stream; a block whose memory another stream (a copy stream) may still read is freed
+ * with ss_alloc_free_at (or free_event), and its reuse is ordered after that use: either the
+ * event is found complete, or the reuse stream waits on it. Work on a third stream that uses a
+ * re-handed block must be ordered after the reuse stream by the caller. */
 ss_status ss_alloc_free_at(ss_alloc_t *a, ss_block_t *b, uint64_t k, ss_event_t *e,
                            double t_done);
 
@@ -91,17 +107,28 @@ ss_status ss_alloc_free_at(ss_alloc_t *a, ss_block_t *b, uint64_t k, ss_event_t 
  * *wait_until (may be NULL) is raised to its t_done so the simulator can stall the compute
  * stream; real mode sets *wait_until to 0. */
 ss_status ss_alloc_reach(ss_alloc_t *a, uint64_t k, ss_stream_t *s, double *wait_until);
+/* (s NULL in real mode: a late copy is waited for on the host with ss_event_sync, counted as
+ * a wait. On a device error the block stays pending, the status is returned and a later
+ * ss_alloc_reach retries it.) */
 
 /* Stock emulation: b's last use is recorded in e; b is reused only after an allocation call
- * finds e complete by polling pending events in order, one query each, until one is not ready. */
+ * finds e complete by polling pending events in order, one query each, until one is not ready
+ * (one FIFO for all streams: head-of-line blocking as in c10 before per-stream deques). Under
+ * memory pressure (the OOM path) every pending event is synchronised, each a counted wait, as
+ * c10's synchronize_and_free_events. */
 ss_status ss_alloc_free_event(ss_alloc_t *a, ss_block_t *b, ss_event_t *e);
+/* The same with a completion time for measure mode: e NULL and t_done the simulated completion
+ * of the last use; each poll is a counted query that finds the block ready when t_done <= the
+ * clock. ss_alloc_free_event(a, b, e) is ss_alloc_free_stock(a, b, e, 0). */
+ss_status ss_alloc_free_stock(ss_alloc_t *a, ss_block_t *b, ss_event_t *e, double t_done);
 
 /* Releases all cached free segments back to the device. */
 ss_status ss_alloc_trim(ss_alloc_t *a);
 
 typedef struct ss_alloc_stats {
     uint64_t budget_bytes;
-    uint64_t in_use_bytes, peak_in_use_bytes;       /* handed-out blocks */
+    uint64_t in_use_bytes, peak_in_use_bytes;       /* handed out and not yet released
+                                                       (pending deferred/stock blocks count) */
     uint64_t reserved_bytes, peak_reserved_bytes;   /* segments held from the device */
     uint64_t cached_bytes;                          /* reserved and free */
     uint64_t alloc_calls, free_calls, cache_hits;   /* cache hit: no new segment needed */
@@ -110,7 +137,9 @@ typedef struct ss_alloc_stats {
     uint64_t deferred_releases, event_queries, waits;
     uint64_t reuse_count;                           /* block reuse interval: from completion */
     double   reuse_total_s, reuse_max_s;            /* of a block's last pending use to its */
-                                                    /* next hand-out (see docs) */
+                                                    /* next hand-out (docs/allocator.md) */
+    uint64_t pending_bytes;                         /* part of in_use awaiting release */
+    uint64_t live_blocks, pending_blocks, segments; /* now */
 } ss_alloc_stats;
 
 ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out);

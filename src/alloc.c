@@ -1,0 +1,951 @@
+/* alloc.c: the caching device allocator (DESIGN.md part "alloc"); docs/allocator.md explains it.
+ *
+ * Segments are reserved from the device (ss_mem_alloc) and carved into blocks: best fit over the
+ * cached free blocks (a treap ordered by (size, address): O(log n) per operation), split on
+ * hand-out, coalesced with free neighbours on release. Every segment gets a range of a virtual
+ * address space (a counter that only grows); a block's offset is its segment's base plus its
+ * place in the segment. Measure mode (no device) runs exactly the same code with no device
+ * pointers behind the ranges, so it predicts the real allocator's offsets and peaks.
+ *
+ * A block freed while a copy may still read it is "pending": with ss_alloc_free_at it waits in a
+ * min-heap keyed by operator index until ss_alloc_reach; with ss_alloc_free_stock it waits in a
+ * FIFO that every allocation polls (the torch record_stream emulation). Pending blocks are never
+ * handed out and count as in use.
+ *
+ * Block handles: each hand-out gets a fresh struct from the allocator's own slabs; structs of
+ * coalesced or re-carved blocks are recycled only after a quarantine of SS_QUARANTINE others, so
+ * a stale handle (double free, free after the allocator reused the memory) still finds a struct
+ * that says "not live" instead of someone else's block. Foreign pointers are recognised by not
+ * lying inside any slab, without being dereferenced.
+ */
+#include "internal.h"
+#include "smartswap-alloc.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#define SS_BLOCK_MAGIC 0x53534231u   /* "SSB1" */
+#define SS_QUARANTINE  1024          /* dead block structs kept before one is reused */
+#define SS_DEFAULT_SEGMENT (2ull << 20)
+
+enum { B_DEAD = 0, B_FREE, B_LIVE, B_DEFERRED, B_STOCK };
+
+typedef struct seg seg;
+
+struct ss_block {
+    uint32_t magic;
+    uint8_t  state;               /* B_* */
+    uint8_t  has_stamp;           /* FREE: holds memory released with a pending use, not yet
+                                     handed out since; stamp = completion of that use */
+    seg     *sg;
+    uint64_t off;                 /* offset within the segment */
+    uint64_t size;
+    struct ss_block *prev, *next; /* address neighbours within the segment */
+    struct ss_block *left, *right;/* free treap */
+    uint64_t prio;
+    /* pending release */
+    uint64_t k, seq;
+    ss_event_t *ev;
+    double   t_done;
+    double   stamp;
+    struct ss_block *qnext;       /* stock FIFO, or the dead-struct queue */
+};
+
+struct seg {
+    uint64_t va, size;
+    void    *dptr;                /* NULL in measure mode */
+    struct ss_block *first;
+    seg     *prev, *next;
+};
+
+typedef struct slab {
+    struct slab *next;
+    size_t n, used;
+    struct ss_block b[];
+} slab;
+
+struct ss_alloc {
+    pthread_mutex_t mu;
+    ss_device_t *dev;             /* NULL: measure mode */
+    ss_alloc_config cfg;
+    uint64_t budget;
+    double   now;                 /* measure mode's clock */
+    uint64_t next_va;
+    seg     *segs, *segs_tail;
+    uint64_t nsegs;
+    struct ss_block *root;        /* free treap */
+    uint64_t nfree;
+    ssi_rng  rng;
+    /* block structs */
+    slab    *slabs;
+    struct ss_block *dead_head, *dead_tail;
+    uint64_t ndead;
+    /* pending */
+    struct ss_block **heap;       /* deferred: min-heap on (k, seq) */
+    size_t   heap_n, heap_cap;
+    uint64_t seq;
+    struct ss_block *stock_head, *stock_tail;
+    uint64_t nstock;
+    /* byte counters */
+    uint64_t live_bytes, pending_bytes, free_bytes, reserved;
+    uint64_t nlive;
+    ss_evict_fn evict;
+    void    *evict_user;
+    ss_alloc_stats st;
+};
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+
+static uint64_t round_up(uint64_t n, uint64_t m) { return (n + m - 1) / m * m; }
+static uint64_t bva(const struct ss_block *b) { return b->sg->va + b->off; }
+static int is_measure(const ss_alloc_t *a) { return a->dev == NULL; }
+static double clock_now(ss_alloc_t *a) { return a->dev ? ss_device_now(a->dev) : a->now; }
+
+static void lock(const ss_alloc_t *a) { pthread_mutex_lock((pthread_mutex_t *)&a->mu); }
+static void unlock(const ss_alloc_t *a) { pthread_mutex_unlock((pthread_mutex_t *)&a->mu); }
+
+/* ---- block structs: slabs + quarantined recycling ------------------------------------------ */
+
+static struct ss_block *block_new(ss_alloc_t *a) {
+    struct ss_block *b = NULL;
+    if (a->ndead > SS_QUARANTINE) {
+        b = a->dead_head;
+        a->dead_head = b->qnext;
+        if (!a->dead_head) a->dead_tail = NULL;
+        a->ndead--;
+    } else {
+        if (!a->slabs || a->slabs->used == a->slabs->n) {
+            size_t n = a->slabs ? a->slabs->n * 2 : 64;
+            if (n > 65536) n = 65536;
+            slab *s = malloc(sizeof(slab) + n * sizeof(struct ss_block));
+            if (!s) return NULL;
+            s->next = a->slabs; s->n = n; s->used = 0;
+            a->slabs = s;
+        }
+        b = &a->slabs->b[a->slabs->used++];
+    }
+    memset(b, 0, sizeof *b);
+    b->magic = SS_BLOCK_MAGIC;
+    b->prio = ssi_rng_next(&a->rng);
+    return b;
+}
+
+static void block_kill(ss_alloc_t *a, struct ss_block *b) {
+    b->state = B_DEAD;
+    b->sg = NULL;
+    b->prev = b->next = b->left = b->right = NULL;
+    b->ev = NULL;
+    b->qnext = NULL;
+    if (a->dead_tail) a->dead_tail->qnext = b; else a->dead_head = b;
+    a->dead_tail = b;
+    a->ndead++;
+}
+
+/* Is p one of this allocator's block structs? Never dereferences p. */
+static int block_owned(const ss_alloc_t *a, const void *p) {
+    uintptr_t u = (uintptr_t)p;
+    for (const slab *s = a->slabs; s; s = s->next) {
+        uintptr_t lo = (uintptr_t)&s->b[0], hi = (uintptr_t)&s->b[s->used];
+        if (u >= lo && u < hi) return (u - lo) % sizeof(struct ss_block) == 0;
+    }
+    return 0;
+}
+
+/* ---- free treap keyed by (size, va) -------------------------------------------------------- */
+
+static int key_less(const struct ss_block *x, const struct ss_block *y) {
+    return x->size < y->size || (x->size == y->size && bva(x) < bva(y));
+}
+
+static struct ss_block *treap_merge(struct ss_block *l, struct ss_block *r) {
+    if (!l) return r;
+    if (!r) return l;
+    if (l->prio > r->prio) { l->right = treap_merge(l->right, r); return l; }
+    r->left = treap_merge(l, r->left);
+    return r;
+}
+
+/* Splits t into keys < x (l) and keys >= x (r). */
+static void treap_split(struct ss_block *t, const struct ss_block *x, struct ss_block **l,
+                        struct ss_block **r) {
+    if (!t) { *l = *r = NULL; return; }
+    if (key_less(t, x)) { treap_split(t->right, x, &t->right, r); *l = t; }
+    else { treap_split(t->left, x, l, &t->left); *r = t; }
+}
+
+static struct ss_block *treap_insert(struct ss_block *t, struct ss_block *x) {
+    if (!t) { x->left = x->right = NULL; return x; }
+    if (x->prio > t->prio) { treap_split(t, x, &x->left, &x->right); return x; }
+    if (key_less(x, t)) t->left = treap_insert(t->left, x);
+    else t->right = treap_insert(t->right, x);
+    return t;
+}
+
+static struct ss_block *treap_erase(struct ss_block *t, struct ss_block *x) {
+    if (!t) return NULL;   /* not found: the walker reports it */
+    if (t == x) { struct ss_block *m = treap_merge(t->left, t->right); x->left = x->right = NULL; return m; }
+    if (key_less(x, t)) t->left = treap_erase(t->left, x);
+    else t->right = treap_erase(t->right, x);
+    return t;
+}
+
+/* Smallest (size, va) with size >= n. */
+static struct ss_block *treap_best_fit(struct ss_block *t, uint64_t n) {
+    struct ss_block *best = NULL;
+    while (t) {
+        if (t->size >= n) { best = t; t = t->left; }
+        else t = t->right;
+    }
+    return best;
+}
+
+static void free_insert(ss_alloc_t *a, struct ss_block *b) {
+    b->state = B_FREE;
+    a->root = treap_insert(a->root, b);
+    a->nfree++;
+    a->free_bytes += b->size;
+}
+
+static void free_remove(ss_alloc_t *a, struct ss_block *b) {
+    a->root = treap_erase(a->root, b);
+    a->nfree--;
+    a->free_bytes -= b->size;
+}
+
+/* Makes b (not in the treap, not free) a free block, coalescing with free neighbours. Stamps
+ * merge to the latest completion. */
+static void release_block(ss_alloc_t *a, struct ss_block *b, int stamp, double t) {
+    b->has_stamp = (uint8_t)stamp;
+    b->stamp = t;
+    b->ev = NULL;
+    struct ss_block *p = b->prev;
+    if (p && p->state == B_FREE) {
+        free_remove(a, p);
+        if (p->has_stamp && (!b->has_stamp || p->stamp > b->stamp)) { b->has_stamp = 1; b->stamp = p->stamp; }
+        b->off = p->off;
+        b->size += p->size;
+        b->prev = p->prev;
+        if (b->prev) b->prev->next = b; else b->sg->first = b;
+        block_kill(a, p);
+    }
+    struct ss_block *n = b->next;
+    if (n && n->state == B_FREE) {
+        free_remove(a, n);
+        if (n->has_stamp && (!b->has_stamp || n->stamp > b->stamp)) { b->has_stamp = 1; b->stamp = n->stamp; }
+        b->size += n->size;
+        b->next = n->next;
+        if (b->next) b->next->prev = b;
+        block_kill(a, n);
+    }
+    free_insert(a, b);
+}
+
+/* ---- segments ---------------------------------------------------------------------------- */
+
+/* Reserves a segment of `size` bytes and puts it, as one free block, in the treap. Device
+ * failures are returned as they are (SS_ERR_OOM from a full device included). */
+static ss_status seg_reserve(ss_alloc_t *a, uint64_t size) {
+    seg *s = calloc(1, sizeof *s);
+    if (!s) return SS_ERR_HOST_OOM;
+    struct ss_block *b = block_new(a);
+    if (!b) { free(s); return SS_ERR_HOST_OOM; }
+    if (a->dev) {
+        ss_status st = ss_mem_alloc(a->dev, (size_t)size, &s->dptr);
+        if (st != SS_OK) { block_kill(a, b); free(s); return st; }
+    }
+    s->va = a->next_va;
+    a->next_va += size;
+    s->size = size;
+    s->first = b;
+    s->prev = a->segs_tail;
+    if (a->segs_tail) a->segs_tail->next = s; else a->segs = s;
+    a->segs_tail = s;
+    a->nsegs++;
+    b->sg = s; b->off = 0; b->size = size;
+    free_insert(a, b);
+    a->reserved += size;
+    if (a->reserved > a->st.peak_reserved_bytes) a->st.peak_reserved_bytes = a->reserved;
+    a->st.segment_allocs++;
+    return SS_OK;
+}
+
+/* Returns a fully free segment to the device. On a device error the segment is kept. */
+static ss_status seg_release(ss_alloc_t *a, seg *s) {
+    struct ss_block *b = s->first;
+    SS_ASSERT(b->state == B_FREE && b->size == s->size);
+    if (a->dev) {
+        ss_status st = ss_mem_free(a->dev, s->dptr, (size_t)s->size);
+        if (st != SS_OK && st != SS_ERR_CORRUPT) {   /* CORRUPT: freed, but a guard was hit */
+            SS_ERROR("alloc: returning a %" PRIu64 "-byte segment to the device failed: %s",
+                     s->size, ss_status_str(st));
+            return st;
+        }
+        if (st == SS_ERR_CORRUPT) SS_ERROR("alloc: the device found a guard overrun in a segment");
+    }
+    free_remove(a, b);
+    block_kill(a, b);
+    if (s->prev) s->prev->next = s->next; else a->segs = s->next;
+    if (s->next) s->next->prev = s->prev; else a->segs_tail = s->prev;
+    a->nsegs--;
+    a->reserved -= s->size;
+    a->st.segment_frees++;
+    free(s);
+    return SS_OK;
+}
+
+static int seg_is_free(const seg *s) {
+    return s->first->state == B_FREE && s->first->size == s->size;
+}
+
+/* Releases every fully free segment; returns the first device error (others still tried). */
+static ss_status trim_locked(ss_alloc_t *a, uint64_t *released) {
+    ss_status first = SS_OK;
+    uint64_t rel = 0;
+    seg *s = a->segs;
+    while (s) {
+        seg *nx = s->next;
+        if (seg_is_free(s)) {
+            uint64_t sz = s->size;
+            ss_status st = seg_release(a, s);
+            if (st == SS_OK) rel += sz;
+            else if (first == SS_OK) first = st;
+        }
+        s = nx;
+    }
+    if (released) *released = rel;
+    return first;
+}
+
+/* ---- pending releases ---------------------------------------------------------------------- */
+
+static int heap_less(const struct ss_block *x, const struct ss_block *y) {
+    return x->k < y->k || (x->k == y->k && x->seq < y->seq);
+}
+
+static ss_status heap_push(ss_alloc_t *a, struct ss_block *b) {
+    ss_status st = ssi_grow(&a->heap, &a->heap_cap, a->heap_n + 1, sizeof *a->heap);
+    if (st != SS_OK) return st;
+    size_t i = a->heap_n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!heap_less(b, a->heap[p])) break;
+        a->heap[i] = a->heap[p];
+        i = p;
+    }
+    a->heap[i] = b;
+    return SS_OK;
+}
+
+static struct ss_block *heap_pop(ss_alloc_t *a) {
+    struct ss_block *top = a->heap[0], *last = a->heap[--a->heap_n];
+    size_t i = 0, n = a->heap_n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && heap_less(a->heap[c + 1], a->heap[c])) c++;
+        if (!heap_less(a->heap[c], last)) break;
+        a->heap[i] = a->heap[c];
+        i = c;
+    }
+    if (n) a->heap[i] = last;
+    return top;
+}
+
+/* A pending block becomes free; `t` is the completion time of its last pending use. */
+static void pending_done(ss_alloc_t *a, struct ss_block *b, double t) {
+    a->pending_bytes -= b->size;
+    a->st.deferred_releases++;
+    release_block(a, b, 1, t);
+}
+
+/* The completion time of a finished event: ss_event_time, else the clock now. */
+static double event_done_time(ss_alloc_t *a, ss_event_t *e) {
+    double t;
+    if (e && ss_event_time(a->dev, e, &t) == SS_OK) return t;
+    return clock_now(a);
+}
+
+/* Releases one deferred block due at the reached index. Real mode: one query; late: one wait of
+ * s on the event (s NULL: a host sync), counted. On a device failure the block stays pending. */
+static ss_status release_deferred(ss_alloc_t *a, struct ss_block *b, ss_stream_t *s,
+                                  double *wait_until) {
+    if (is_measure(a)) {
+        a->st.event_queries++;
+        if (b->t_done > a->now) {
+            a->st.waits++;
+            if (wait_until && b->t_done > *wait_until) *wait_until = b->t_done;
+        }
+        pending_done(a, b, b->t_done);
+        return SS_OK;
+    }
+    if (!b->ev) { pending_done(a, b, clock_now(a)); return SS_OK; }
+    int done = 0;
+    ss_status st = ss_event_query(a->dev, b->ev, &done);
+    a->st.event_queries++;
+    if (st != SS_OK) done = 0;   /* cannot tell: order it as if late */
+    if (done) { pending_done(a, b, event_done_time(a, b->ev)); return SS_OK; }
+    st = s ? ss_event_wait(a->dev, s, b->ev) : ss_event_sync(a->dev, b->ev);
+    if (st != SS_OK) {
+        SS_ERROR("alloc: ordering the reuse of a deferred block after its copy failed: %s",
+                 ss_status_str(st));
+        return st;
+    }
+    a->st.waits++;
+    /* The reuse is ordered right after the copy on s: count the interval from now. */
+    pending_done(a, b, s ? clock_now(a) : event_done_time(a, b->ev));
+    return SS_OK;
+}
+
+/* c10's process_events: poll the oldest stock-pending blocks in order until one is not ready. */
+static void process_stock(ss_alloc_t *a) {
+    while (a->stock_head) {
+        struct ss_block *b = a->stock_head;
+        int done = 1;
+        double t;
+        if (is_measure(a)) {
+            a->st.event_queries++;
+            done = b->t_done <= a->now;
+            t = b->t_done;
+        } else if (b->ev) {
+            a->st.event_queries++;
+            if (ss_event_query(a->dev, b->ev, &done) != SS_OK) done = 0;
+            t = done ? event_done_time(a, b->ev) : 0;
+        } else {
+            t = clock_now(a);
+        }
+        if (!done) break;
+        a->stock_head = b->qnext;
+        if (!a->stock_head) a->stock_tail = NULL;
+        b->qnext = NULL;
+        a->nstock--;
+        pending_done(a, b, t);
+    }
+}
+
+/* Under memory pressure (as c10's synchronize_and_free_events): waits for every stock-pending
+ * event and releases its block. Each is a counted wait. */
+static ss_status sync_stock(ss_alloc_t *a) {
+    while (a->stock_head) {
+        struct ss_block *b = a->stock_head;
+        double t = b->t_done;
+        if (!is_measure(a)) {
+            if (b->ev) {
+                ss_status st = ss_event_sync(a->dev, b->ev);
+                if (st != SS_OK) return st;
+                t = event_done_time(a, b->ev);
+            } else {
+                t = clock_now(a);
+            }
+        }
+        a->st.waits++;
+        a->stock_head = b->qnext;
+        if (!a->stock_head) a->stock_tail = NULL;
+        b->qnext = NULL;
+        a->nstock--;
+        pending_done(a, b, t);
+    }
+    return SS_OK;
+}
+
+/* ---- public: lifecycle ------------------------------------------------------------------- */
+
+ss_alloc_config ss_alloc_config_default(void) {
+    ss_alloc_config c;
+    memset(&c, 0, sizeof c);
+    c.budget_bytes = 0;
+    c.segment_bytes = SS_DEFAULT_SEGMENT;
+    c.release_mode = SS_RELEASE_MODE_PREDICTED;
+    return c;
+}
+
+ss_status ss_alloc_new(ss_device_t *dev, const ss_alloc_config *cfg, ss_alloc_t **out) {
+    SS_CHECK_ARG(!out, "ss_alloc_new: out is NULL");
+    ss_alloc_config c = cfg ? *cfg : ss_alloc_config_default();
+    if (c.segment_bytes == 0) c.segment_bytes = SS_DEFAULT_SEGMENT;
+    SS_CHECK_ARG(c.segment_bytes % SS_ALLOC_ALIGN != 0,
+                 "ss_alloc_new: segment_bytes %" PRIu64 " is not a multiple of %d", c.segment_bytes,
+                 SS_ALLOC_ALIGN);
+    SS_CHECK_ARG(c.release_mode != SS_RELEASE_MODE_PREDICTED && c.release_mode != SS_RELEASE_MODE_STOCK,
+                 "ss_alloc_new: release_mode %d is not predicted (0) or stock (1)", c.release_mode);
+    uint64_t budget = c.budget_bytes;
+    if (dev) {
+        const ss_device_caps *caps = ss_device_get_caps(dev);
+        uint64_t cap = caps ? caps->total_bytes : 0;
+        if (cap) {
+            if (budget == 0) budget = cap;
+            else if (budget > cap) {
+                char b1[32], b2[32];
+                SS_WARN("alloc: budget %s is above the device capacity %s; clamped to the capacity",
+                        ss_format_size(budget, b1, sizeof b1), ss_format_size(cap, b2, sizeof b2));
+                budget = cap;
+            }
+        }
+    }
+    if (budget == 0) budget = UINT64_MAX;   /* measure mode without a budget: unbounded */
+    budget -= budget % SS_ALLOC_ALIGN;
+    SS_CHECK_ARG(budget == 0, "ss_alloc_new: budget below %d bytes", SS_ALLOC_ALIGN);
+
+    ss_alloc_t *a = calloc(1, sizeof *a);
+    if (!a) return SS_ERR_HOST_OOM;
+    if (pthread_mutex_init(&a->mu, NULL) != 0) { free(a); return SS_ERR_HOST_OOM; }
+    a->dev = dev;
+    a->cfg = c;
+    a->budget = budget;
+    a->st.budget_bytes = budget;
+    ssi_rng_seed(&a->rng, 0x5EED0A110Cull);
+    *out = a;
+    return SS_OK;
+}
+
+static void free_all(ss_alloc_t *a) {
+    seg *s = a->segs;
+    while (s) { seg *n = s->next; free(s); s = n; }
+    slab *sl = a->slabs;
+    while (sl) { slab *n = sl->next; free(sl); sl = n; }
+    free(a->heap);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+}
+
+ss_status ss_alloc_destroy(ss_alloc_t *a) {
+    SS_CHECK_ARG(!a, "ss_alloc_destroy: allocator is NULL");
+    lock(a);
+    if (a->nlive || a->heap_n || a->nstock) {
+        SS_ERROR("alloc: destroy with %" PRIu64 " live blocks and %" PRIu64
+                 " pending releases; nothing freed (ss_alloc_destroy_force reclaims anyway)",
+                 a->nlive, (uint64_t)a->heap_n + a->nstock);
+        unlock(a);
+        return SS_ERR_STATE;
+    }
+    ss_status st = trim_locked(a, NULL);
+    if (st != SS_OK || a->segs) {
+        unlock(a);
+        return st != SS_OK ? st : SS_ERR_STATE;
+    }
+    unlock(a);
+    free_all(a);
+    return SS_OK;
+}
+
+ss_status ss_alloc_destroy_force(ss_alloc_t *a) {
+    SS_CHECK_ARG(!a, "ss_alloc_destroy_force: allocator is NULL");
+    lock(a);
+    ss_status first = SS_OK;
+    /* Copies may still read pending blocks: wait for them before the memory goes back. */
+    if (a->dev) {
+        for (size_t i = 0; i < a->heap_n; i++)
+            if (a->heap[i]->ev) {
+                ss_status st = ss_event_sync(a->dev, a->heap[i]->ev);
+                if (st != SS_OK && first == SS_OK) first = st;
+            }
+        for (struct ss_block *b = a->stock_head; b; b = b->qnext)
+            if (b->ev) {
+                ss_status st = ss_event_sync(a->dev, b->ev);
+                if (st != SS_OK && first == SS_OK) first = st;
+            }
+    }
+    for (seg *s = a->segs; s; s = s->next)
+        if (s->dptr) {
+            ss_status st = ss_mem_free(a->dev, s->dptr, (size_t)s->size);
+            if (st != SS_OK && first == SS_OK) first = st;
+        }
+    if (a->nlive) SS_WARN("alloc: destroy_force reclaimed %" PRIu64 " live blocks", a->nlive);
+    unlock(a);
+    free_all(a);
+    return first;
+}
+
+void ss_alloc_set_evict(ss_alloc_t *a, ss_evict_fn fn, void *user) {
+    if (!a) return;
+    lock(a);
+    a->evict = fn;
+    a->evict_user = user;
+    unlock(a);
+}
+
+void ss_alloc_set_time(ss_alloc_t *a, double now) {
+    if (!a) return;
+    lock(a);
+    a->now = now;
+    unlock(a);
+}
+
+/* ---- public: hand-out and release --------------------------------------------------------- */
+
+/* Carves n bytes off the front of free block f: the hand-out gets a fresh struct. */
+static struct ss_block *carve(ss_alloc_t *a, struct ss_block *f, uint64_t n) {
+    struct ss_block *h = block_new(a);
+    if (!h) return NULL;
+    free_remove(a, f);
+    h->sg = f->sg;
+    h->off = f->off;
+    h->size = n;
+    if (h->size == f->size) {          /* exact: h takes f's place */
+        h->prev = f->prev; h->next = f->next;
+        if (h->prev) h->prev->next = h; else h->sg->first = h;
+        if (h->next) h->next->prev = h;
+        int stamped = f->has_stamp; double stamp = f->stamp;
+        block_kill(a, f);
+        f = NULL;
+        h->has_stamp = (uint8_t)stamped; h->stamp = stamp;
+    } else {                           /* split: f keeps the tail, with its stamp */
+        h->prev = f->prev; h->next = f;
+        if (h->prev) h->prev->next = h; else h->sg->first = h;
+        f->prev = h;
+        f->off += n;
+        f->size -= n;
+        h->has_stamp = f->has_stamp; h->stamp = f->stamp;
+        free_insert(a, f);
+    }
+    if (h->has_stamp) {                /* block reuse interval */
+        double dt = clock_now(a) - h->stamp;
+        if (dt < 0) dt = 0;
+        a->st.reuse_count++;
+        a->st.reuse_total_s += dt;
+        if (dt > a->st.reuse_max_s) a->st.reuse_max_s = dt;
+        h->has_stamp = 0;
+    }
+    h->state = B_LIVE;
+    a->nlive++;
+    a->live_bytes += n;
+    uint64_t in_use = a->live_bytes + a->pending_bytes;
+    if (in_use > a->st.peak_in_use_bytes) a->st.peak_in_use_bytes = in_use;
+    return h;
+}
+
+/* One attempt: best fit, else a new segment within the budget. SS_ERR_OOM when neither. */
+static ss_status try_alloc(ss_alloc_t *a, uint64_t n, struct ss_block **out) {
+    struct ss_block *f = treap_best_fit(a->root, n);
+    if (f) {
+        struct ss_block *h = carve(a, f, n);
+        if (!h) return SS_ERR_HOST_OOM;
+        a->st.cache_hits++;
+        *out = h;
+        return SS_OK;
+    }
+    uint64_t g = a->cfg.segment_bytes;
+    uint64_t want = n <= g ? g : round_up(n, g);
+    uint64_t room = a->budget - a->reserved;
+    if (want > room) want = n;   /* tight budget: a segment of exactly n */
+    if (want > room) return SS_ERR_OOM;
+    ss_status st = seg_reserve(a, want);
+    if (st == SS_ERR_OOM && want > n) st = seg_reserve(a, n);   /* device full: exact size */
+    if (st != SS_OK) return st;
+    f = treap_best_fit(a->root, n);
+    SS_ASSERT(f != NULL);
+    struct ss_block *h = carve(a, f, n);
+    if (!h) return SS_ERR_HOST_OOM;
+    *out = h;
+    return SS_OK;
+}
+
+ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out) {
+    SS_CHECK_ARG(!a || !out, "ss_alloc_malloc: NULL %s", !a ? "allocator" : "out");
+    SS_CHECK_ARG(n == 0, "ss_alloc_malloc: zero size");
+    SS_CHECK_ARG((uint64_t)n > UINT64_MAX - SS_ALLOC_ALIGN, "ss_alloc_malloc: size %zu too large", n);
+    uint64_t need = round_up((uint64_t)n, SS_ALLOC_ALIGN);
+    lock(a);
+    a->st.alloc_calls++;
+    if (need > a->budget) {
+        char b1[32], b2[32];
+        SS_ERROR("alloc: a %s request is above the whole budget %s",
+                 ss_format_size(need, b1, sizeof b1), ss_format_size(a->budget, b2, sizeof b2));
+        a->st.oom_errors++;
+        unlock(a);
+        return SS_ERR_OOM;
+    }
+    if (a->stock_head) process_stock(a);
+    struct ss_block *b = NULL;
+    ss_status st = try_alloc(a, need, &b);
+    if (st == SS_ERR_OOM) {
+        /* 1. cached segments back to the device (and, for stock releases, wait for their
+         * events as c10 does under pressure), then retry */
+        a->st.oom_trims++;
+        if (a->stock_head) sync_stock(a);
+        trim_locked(a, NULL);
+        st = try_alloc(a, need, &b);
+        /* 2. the eviction callback, lock released; retry while it frees something */
+        for (int round = 0; st == SS_ERR_OOM && a->evict && round < 8; round++) {
+            ss_evict_fn fn = a->evict;
+            void *user = a->evict_user;
+            uint64_t freed = 0;
+            a->st.evict_calls++;
+            unlock(a);
+            ss_status est = fn(user, need, &freed);
+            lock(a);
+            if (est != SS_OK || freed == 0) break;
+            trim_locked(a, NULL);
+            st = try_alloc(a, need, &b);
+        }
+        if (st == SS_ERR_OOM) {
+            char b1[32], b2[32], b3[32];
+            a->st.oom_errors++;
+            SS_INFO("alloc: out of memory for %s (budget %s, in use %s)",
+                    ss_format_size(need, b1, sizeof b1), ss_format_size(a->budget, b2, sizeof b2),
+                    ss_format_size(a->live_bytes + a->pending_bytes, b3, sizeof b3));
+        }
+    }
+    if (st == SS_OK) *out = b;
+    unlock(a);
+    return st;
+}
+
+void *ss_block_ptr(const ss_block_t *b) {
+    if (!b || !b->sg || !b->sg->dptr) return NULL;
+    return (char *)b->sg->dptr + b->off;
+}
+uint64_t ss_block_offset(const ss_block_t *b) { return b && b->sg ? bva(b) : 0; }
+uint64_t ss_block_size(const ss_block_t *b) { return b ? b->size : 0; }
+
+/* Validates a handle to release: one of ours, and live. */
+static ss_status check_live(const ss_alloc_t *a, const ss_block_t *b, const char *fn) {
+    if (!block_owned(a, b)) {
+        SS_ERROR("%s: %p is not a block of this allocator", fn, (const void *)b);
+        return SS_ERR_STATE;
+    }
+    if (b->magic != SS_BLOCK_MAGIC || b->state != B_LIVE) {
+        SS_ERROR("%s: block %p is not live (freed twice, or already released)", fn, (const void *)b);
+        return SS_ERR_STATE;
+    }
+    return SS_OK;
+}
+
+ss_status ss_alloc_free(ss_alloc_t *a, ss_block_t *b) {
+    SS_CHECK_ARG(!a || !b, "ss_alloc_free: NULL %s", !a ? "allocator" : "block");
+    lock(a);
+    ss_status st = check_live(a, b, "ss_alloc_free");
+    if (st == SS_OK) {
+        a->st.free_calls++;
+        a->nlive--;
+        a->live_bytes -= b->size;
+        release_block(a, b, 0, 0);
+    }
+    unlock(a);
+    return st;
+}
+
+/* Live -> pending (bytes stay in use). */
+static void to_pending(ss_alloc_t *a, struct ss_block *b, int state, ss_event_t *e, double t_done) {
+    a->st.free_calls++;
+    a->nlive--;
+    a->live_bytes -= b->size;
+    a->pending_bytes += b->size;
+    b->state = (uint8_t)state;
+    b->ev = e;
+    b->t_done = t_done;
+}
+
+static ss_status stock_locked(ss_alloc_t *a, struct ss_block *b, ss_event_t *e, double t_done) {
+    to_pending(a, b, B_STOCK, e, t_done);
+    b->qnext = NULL;
+    if (a->stock_tail) a->stock_tail->qnext = b; else a->stock_head = b;
+    a->stock_tail = b;
+    a->nstock++;
+    return SS_OK;
+}
+
+ss_status ss_alloc_free_at(ss_alloc_t *a, ss_block_t *b, uint64_t k, ss_event_t *e,
+                           double t_done) {
+    SS_CHECK_ARG(!a || !b, "ss_alloc_free_at: NULL %s", !a ? "allocator" : "block");
+    lock(a);
+    ss_status st = check_live(a, b, "ss_alloc_free_at");
+    if (st == SS_OK) {
+        if (a->cfg.release_mode == SS_RELEASE_MODE_STOCK) {
+            st = stock_locked(a, b, e, t_done);
+        } else {
+            b->k = k;
+            b->seq = a->seq++;
+            st = heap_push(a, b);   /* before the state change: a failure leaves b live */
+            if (st == SS_OK) to_pending(a, b, B_DEFERRED, e, t_done);
+        }
+    }
+    unlock(a);
+    return st;
+}
+
+ss_status ss_alloc_free_stock(ss_alloc_t *a, ss_block_t *b, ss_event_t *e, double t_done) {
+    SS_CHECK_ARG(!a || !b, "ss_alloc_free_stock: NULL %s", !a ? "allocator" : "block");
+    lock(a);
+    ss_status st = check_live(a, b, "ss_alloc_free_stock");
+    if (st == SS_OK) st = stock_locked(a, b, e, t_done);
+    unlock(a);
+    return st;
+}
+
+ss_status ss_alloc_free_event(ss_alloc_t *a, ss_block_t *b, ss_event_t *e) {
+    return ss_alloc_free_stock(a, b, e, 0.0);
+}
+
+ss_status ss_alloc_reach(ss_alloc_t *a, uint64_t k, ss_stream_t *s, double *wait_until) {
+    SS_CHECK_ARG(!a, "ss_alloc_reach: allocator is NULL");
+    if (wait_until) *wait_until = 0;
+    lock(a);
+    ss_status st = SS_OK;
+    while (a->heap_n && a->heap[0]->k <= k) {
+        struct ss_block *b = a->heap[0];
+        st = release_deferred(a, b, s, wait_until);
+        if (st != SS_OK) break;      /* b stays at the top, pending */
+        heap_pop(a);
+    }
+    unlock(a);
+    return st;
+}
+
+ss_status ss_alloc_trim(ss_alloc_t *a) {
+    SS_CHECK_ARG(!a, "ss_alloc_trim: allocator is NULL");
+    lock(a);
+    ss_status st = trim_locked(a, NULL);
+    unlock(a);
+    return st;
+}
+
+/* ---- stats ------------------------------------------------------------------------------- */
+
+ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out) {
+    SS_CHECK_ARG(!a || !out, "ss_alloc_get_stats: NULL argument");
+    lock(a);
+    *out = a->st;
+    out->budget_bytes = a->budget;
+    out->in_use_bytes = a->live_bytes + a->pending_bytes;
+    out->pending_bytes = a->pending_bytes;
+    out->reserved_bytes = a->reserved;
+    out->cached_bytes = a->free_bytes;
+    out->live_blocks = a->nlive;
+    out->pending_blocks = a->heap_n + a->nstock;
+    out->segments = a->nsegs;
+    unlock(a);
+    return SS_OK;
+}
+
+ss_status ss_alloc_stats_format(const ss_alloc_stats *s, char *buf, size_t len) {
+    SS_CHECK_ARG(!s || !buf || len == 0, "ss_alloc_stats_format: NULL argument");
+    char b[6][32];
+    double mean = s->reuse_count ? s->reuse_total_s / (double)s->reuse_count : 0.0;
+    int w = snprintf(buf, len,
+        "budget           %s\n"
+        "in use           %s (%" PRIu64 " bytes; %" PRIu64 " live blocks, %" PRIu64 " pending)\n"
+        "peak in use      %s (%" PRIu64 " bytes)\n"
+        "pending release  %s\n"
+        "reserved         %s (%" PRIu64 " segments; peak %s)\n"
+        "cached           %s\n"
+        "alloc calls      %" PRIu64 "\n"
+        "free calls       %" PRIu64 "\n"
+        "cache hits       %" PRIu64 "\n"
+        "segment allocs   %" PRIu64 "\n"
+        "segment frees    %" PRIu64 "\n"
+        "oom trims        %" PRIu64 "\n"
+        "evict calls      %" PRIu64 "\n"
+        "oom errors       %" PRIu64 "\n"
+        "deferred release %" PRIu64 "\n"
+        "event queries    %" PRIu64 "\n"
+        "waits            %" PRIu64 "\n"
+        "reuse interval   %" PRIu64 " reuses, mean %.3f us, max %.3f us\n",
+        s->budget_bytes == UINT64_MAX ? "unbounded" : ss_format_size(s->budget_bytes, b[0], 32),
+        ss_format_size(s->in_use_bytes, b[1], 32), s->in_use_bytes, s->live_blocks, s->pending_blocks,
+        ss_format_size(s->peak_in_use_bytes, b[2], 32), s->peak_in_use_bytes,
+        ss_format_size(s->pending_bytes, b[3], 32),
+        ss_format_size(s->reserved_bytes, b[4], 32), s->segments,
+        ss_format_size(s->peak_reserved_bytes, b[5], 32),
+        ss_format_size(s->cached_bytes, b[0], 32),
+        s->alloc_calls, s->free_calls, s->cache_hits, s->segment_allocs, s->segment_frees,
+        s->oom_trims, s->evict_calls, s->oom_errors, s->deferred_releases, s->event_queries,
+        s->waits, s->reuse_count, mean * 1e6, s->reuse_max_s * 1e6);
+    if (w < 0 || (size_t)w >= len) return SS_ERR_INVALID;   /* truncated (buf still terminated) */
+    return SS_OK;
+}
+
+/* ---- invariant walker -------------------------------------------------------------------- */
+
+#define CHECK_INV(cond, ...) \
+    do { if (!(cond)) { SS_ERROR("alloc check: " __VA_ARGS__); return SS_ERR_CORRUPT; } } while (0)
+
+/* Walks the treap: order, heap priorities, every node free; counts nodes and bytes. */
+static ss_status check_treap(const struct ss_block *t, const struct ss_block *lo,
+                             const struct ss_block *hi, uint64_t depth, uint64_t *n, uint64_t *bytes) {
+    if (!t) return SS_OK;
+    CHECK_INV(depth < 4096, "treap deeper than 4096");
+    CHECK_INV(t->magic == SS_BLOCK_MAGIC && t->state == B_FREE, "treap node %p not a free block",
+              (const void *)t);
+    CHECK_INV(!lo || key_less(lo, t), "treap order broken at %p", (const void *)t);
+    CHECK_INV(!hi || key_less(t, hi), "treap order broken at %p", (const void *)t);
+    CHECK_INV(!t->left || t->left->prio <= t->prio, "treap priority broken");
+    CHECK_INV(!t->right || t->right->prio <= t->prio, "treap priority broken");
+    (*n)++;
+    *bytes += t->size;
+    ss_status st = check_treap(t->left, lo, t, depth + 1, n, bytes);
+    if (st != SS_OK) return st;
+    return check_treap(t->right, t, hi, depth + 1, n, bytes);
+}
+
+ss_status ss_alloc_check(const ss_alloc_t *a) {
+    SS_CHECK_ARG(!a, "ss_alloc_check: allocator is NULL");
+    lock(a);
+    ss_status st = SS_OK;
+    uint64_t live = 0, live_n = 0, pend = 0, fr = 0, fr_n = 0, res = 0, nseg = 0, deferred = 0, stock = 0;
+    uint64_t last_end = 0;
+#define REQUIRE(cond, ...) do { if (!(cond)) { SS_ERROR("alloc check: " __VA_ARGS__); st = SS_ERR_CORRUPT; goto out; } } while (0)
+    for (const seg *s = a->segs; s; s = s->next) {
+        nseg++;
+        REQUIRE(s->va >= last_end || nseg == 1, "segment at %" PRIu64 " overlaps the previous one", s->va);
+        REQUIRE(s->size > 0 && s->size % SS_ALLOC_ALIGN == 0, "segment size %" PRIu64 " not aligned", s->size);
+        REQUIRE(!s->next || s->next->prev == s, "segment list links broken");
+        REQUIRE((s->dptr != NULL) == (a->dev != NULL), "segment device pointer does not match the mode");
+        last_end = s->va + s->size;
+        res += s->size;
+        uint64_t off = 0;
+        const struct ss_block *prev = NULL;
+        for (const struct ss_block *b = s->first; b; b = b->next) {
+            REQUIRE(b->magic == SS_BLOCK_MAGIC && b->sg == s, "block %p not in its segment", (const void *)b);
+            REQUIRE(b->prev == prev, "block %p: prev link broken", (const void *)b);
+            REQUIRE(b->off == off, "block at %" PRIu64 " leaves a gap or overlaps (expected %" PRIu64 ")", b->off, off);
+            REQUIRE(b->size > 0 && b->size % SS_ALLOC_ALIGN == 0, "block size %" PRIu64 " not aligned", b->size);
+            REQUIRE(b->size <= s->size - off, "block runs past its segment");
+            switch (b->state) {
+            case B_FREE:
+                REQUIRE(!prev || prev->state != B_FREE, "two adjacent free blocks not coalesced at %" PRIu64, bva(b));
+                fr += b->size; fr_n++; break;
+            case B_LIVE: live += b->size; live_n++; break;
+            case B_DEFERRED: pend += b->size; deferred++; break;
+            case B_STOCK: pend += b->size; stock++; break;
+            default: REQUIRE(0, "dead block %p in a segment", (const void *)b);
+            }
+            off += b->size;
+            prev = b;
+        }
+        REQUIRE(off == s->size, "blocks sum to %" PRIu64 ", segment is %" PRIu64, off, s->size);
+    }
+    REQUIRE(nseg == a->nsegs, "segment count %" PRIu64 " vs %" PRIu64, nseg, a->nsegs);
+    REQUIRE(res == a->reserved, "reserved %" PRIu64 " vs segments %" PRIu64, a->reserved, res);
+    REQUIRE(res <= a->budget, "reserved %" PRIu64 " above the budget", res);
+    REQUIRE(live == a->live_bytes && live_n == a->nlive, "live bytes/blocks do not add up");
+    REQUIRE(pend == a->pending_bytes, "pending bytes do not add up");
+    REQUIRE(fr == a->free_bytes && fr_n == a->nfree, "free bytes/blocks do not add up");
+    REQUIRE(live + pend + fr == res, "in use + cached != reserved");
+    REQUIRE(deferred == a->heap_n, "deferred heap holds %zu, segments %" PRIu64, a->heap_n, deferred);
+    REQUIRE(stock == a->nstock, "stock queue count broken");
+    for (size_t i = 0; i < a->heap_n; i++) {
+        REQUIRE(a->heap[i]->state == B_DEFERRED, "heap entry not deferred");
+        REQUIRE(i == 0 || !heap_less(a->heap[i], a->heap[(i - 1) / 2]), "heap order broken");
+    }
+    {
+        uint64_t q = 0;
+        const struct ss_block *last = NULL;
+        for (const struct ss_block *b = a->stock_head; b; b = b->qnext) {
+            REQUIRE(b->state == B_STOCK && q < a->nstock, "stock queue broken");
+            q++;
+            last = b;
+        }
+        REQUIRE(q == a->nstock && last == a->stock_tail, "stock queue length/tail broken");
+    }
+    {
+        uint64_t n = 0, bytes = 0;
+        st = check_treap(a->root, NULL, NULL, 0, &n, &bytes);
+        if (st != SS_OK) goto out;
+        REQUIRE(n == fr_n && bytes == fr, "treap holds %" PRIu64 " blocks, segments %" PRIu64 " free", n, fr_n);
+    }
+#undef REQUIRE
+out:
+    unlock(a);
+    return st;
+}
