@@ -61,7 +61,8 @@ typedef struct ss_device_stats {
     uint64_t host_allocs, host_frees, host_bytes_in_use;
     uint64_t copies[SS_COPY_KIND_COUNT], copy_bytes[SS_COPY_KIND_COUNT];
     uint64_t event_records, event_waits, event_queries, event_syncs;
-    uint64_t poison_hits;       /* cpu-sim: reads of poisoned memory reported by checks */
+    uint64_t poison_hits;       /* reads of poisoned memory reported by ss_poison_scan */
+    uint64_t guard_overruns;    /* cpu-sim: frees that found a guard byte overwritten */
 } ss_device_stats;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -126,6 +127,13 @@ ss_status ss_host_free(ss_device_t *dev, void *p, size_t n);
  * the pattern. Other devices: SS_ERR_UNSUPPORTED. */
 ss_status ss_mem_poison(ss_device_t *dev, void *p, size_t n);
 ss_status ss_mem_check_poison(ss_device_t *dev, const void *p, size_t n, size_t *found);
+
+/* Reports reads of poisoned memory: counts the aligned 32-bit words in [p, p+n) (any memory the
+ * host can read: a host buffer a copy filled, or cpu-sim device memory) equal to
+ * SS_POISON_WORD into *words (may be NULL). Returns SS_OK when there are none, and
+ * SS_ERR_CORRUPT (*words still set, logged as a warning, counted in stats.poison_hits of dev
+ * when dev is non-NULL) when there are. Thread-safe. */
+ss_status ss_poison_scan(ss_device_t *dev, const void *p, size_t n, size_t *words);
 
 /* ---------------------------------------------------------------------------------------- */
 /* streams                                                                                   */

@@ -1,0 +1,672 @@
+/* device-cpusim.c: the "cpu-sim" device backend. "Device" memory is one host arena under a
+ * capacity limit (256-byte aligned blocks, guard bytes after each, the NaN poison pattern in
+ * freed and fresh blocks); copies run on one copy-engine thread per direction and take
+ * latency + bytes / bandwidth (+ seeded jitter); each stream is a FIFO served by its own thread;
+ * events order work across streams. In virtual-clock mode no thread is started and nothing
+ * sleeps: every operation runs at once in the caller and its completion time is computed.
+ *
+ * Locking: one mutex (d->mu) and one condition variable (d->cv, always broadcast) per device
+ * guard all queues, event states, the free list and the virtual clocks. Copies (memcpy) and
+ * simulated durations (sleeps) run outside the lock.
+ */
+#include "device-impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <sys/mman.h>
+
+#define SIM_ALIGN 256u
+#define SIM_GUARD 32u           /* at least this many guard bytes follow each block */
+#define SIM_GUARD_BYTE 0xA5u
+
+enum { ENG_H2D = 0, ENG_D2H = 1, ENG_N = 2 };
+typedef enum { OP_COPY, OP_COMPUTE, OP_RECORD, OP_WAIT } op_kind;
+
+struct sim_event;
+
+/* One piece of enqueued work. Copies are handed to an engine, which sets done. */
+typedef struct sim_op {
+    op_kind k;
+    void *dst;
+    const void *src;
+    size_t n;
+    int eng;
+    ss_copy_kind kind;          /* copy */
+    double seconds;             /* compute */
+    struct sim_event *ev;       /* record / wait */
+    uint64_t gen;               /* record: the generation it completes; wait: waited for */
+    int done;                   /* copy: set by the engine */
+    struct sim_op *next, *eng_next;
+} sim_op;
+
+typedef struct sim_dev sim_dev;
+
+typedef struct sim_stream {
+    sim_dev *d;
+    int host;                   /* the host stream: work runs in the caller */
+    pthread_t th;
+    sim_op *head, *tail;        /* FIFO; the head is the op being run */
+    uint64_t enq, fin;          /* ops enqueued / finished */
+    int quit;
+    double vtail;               /* virtual clock: when the stream's last op ends */
+} sim_stream;
+
+typedef struct sim_event {
+    uint64_t rec_gen;           /* records enqueued so far */
+    uint64_t done_gen;          /* highest generation completed */
+    double time;                /* device time of done_gen's completion (real clock) */
+    double vtime;               /* virtual clock: completion time of the last record */
+    int pending;                /* queued ops naming this event */
+} sim_event;
+
+typedef struct sim_engine {
+    pthread_t th;
+    int started;
+    sim_op *head, *tail;
+    double gbps;
+    double vfree;               /* virtual clock: when the engine is next free */
+} sim_engine;
+
+typedef struct sim_range { size_t off, len; } sim_range;
+
+struct sim_dev {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned char *arena;
+    size_t cap, map_len, used;
+    sim_range *freel;           /* free ranges of the arena, sorted by offset, coalesced */
+    size_t nfree, freecap;
+    sim_engine eng[ENG_N];
+    int quit;
+    int virt;
+    double lat, jitter;
+    ssi_rng rng;
+    double t_open;
+    double host_vt;             /* virtual clock of the host */
+};
+
+static double sim_now_locked(sim_dev *d) { return d->virt ? d->host_vt : ssi_now() - d->t_open; }
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+/* Seconds a copy of n bytes on engine e takes; draws jitter (caller holds mu). */
+static double copy_seconds(sim_dev *d, int e, size_t n, ss_copy_kind kind) {
+    double gbps = d->eng[e].gbps;
+    if (kind == SS_COPY_D2D) gbps = dmax(d->eng[ENG_H2D].gbps, d->eng[ENG_D2H].gbps);
+    double t = d->lat + (double)n / (gbps * 1e9);
+    if (d->jitter > 0) t += d->jitter * ssi_rng_unit(&d->rng);
+    return t;
+}
+
+static int engine_of(ss_copy_kind k) { return k == SS_COPY_H2D ? ENG_H2D : ENG_D2H; }
+
+/* ---------------------------------------------------------------------------------------- */
+/* poison and guard patterns                                                                 */
+
+static void poison_fill(unsigned char *p, size_t n) {
+    uint32_t w = SS_POISON_WORD;
+    unsigned char pb[4];
+    memcpy(pb, &w, 4);
+    size_t i = 0;
+    while (i < n && ((uintptr_t)(p + i) & 3)) { p[i] = pb[(uintptr_t)(p + i) & 3]; i++; }
+    for (; i + 4 <= n; i += 4) memcpy(p + i, &w, 4);
+    for (; i < n; i++) p[i] = pb[(uintptr_t)(p + i) & 3];
+}
+
+static size_t poison_count_bad(const unsigned char *p, size_t n) {
+    uint32_t w = SS_POISON_WORD;
+    unsigned char pb[4];
+    memcpy(pb, &w, 4);
+    size_t bad = 0, i = 0;
+    while (i < n && ((uintptr_t)(p + i) & 3)) { bad += p[i] != pb[(uintptr_t)(p + i) & 3]; i++; }
+    for (; i + 4 <= n; i += 4) {
+        uint32_t x;
+        memcpy(&x, p + i, 4);
+        if (x != w)
+            for (int b = 0; b < 4; b++) bad += p[i + (size_t)b] != pb[b];
+    }
+    for (; i < n; i++) bad += p[i] != pb[(uintptr_t)(p + i) & 3];
+    return bad;
+}
+
+static size_t footprint(size_t n) { return (n + SIM_GUARD + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN; }
+
+/* ---------------------------------------------------------------------------------------- */
+/* arena: first fit over a sorted, coalesced free list                                       */
+
+static void sim_close(void *ctx);
+
+static ss_status sim_mem_info(void *ctx, uint64_t *free_bytes, uint64_t *total_bytes) {
+    sim_dev *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    *free_bytes = d->cap - d->used;
+    *total_bytes = d->cap;
+    pthread_mutex_unlock(&d->mu);
+    return SS_OK;
+}
+
+static ss_status sim_mem_alloc(void *ctx, size_t n, void **out) {
+    sim_dev *d = ctx;
+    if (n > d->cap) return SS_ERR_OOM;
+    size_t foot = footprint(n), off = 0;
+    int found = 0;
+    pthread_mutex_lock(&d->mu);
+    for (size_t i = 0; i < d->nfree; i++) {
+        if (d->freel[i].len < foot) continue;
+        off = d->freel[i].off;
+        d->freel[i].off += foot;
+        d->freel[i].len -= foot;
+        if (!d->freel[i].len) {
+            memmove(d->freel + i, d->freel + i + 1, (d->nfree - i - 1) * sizeof *d->freel);
+            d->nfree--;
+        }
+        d->used += foot;
+        found = 1;
+        break;
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (!found) {
+        SS_DEBUGF("cpu-sim: out of memory for %zu bytes", n);
+        return SS_ERR_OOM;
+    }
+    /* the block is the caller's now: fill outside the lock */
+    poison_fill(d->arena + off, n);
+    memset(d->arena + off + n, SIM_GUARD_BYTE, foot - n);
+    *out = d->arena + off;
+    return SS_OK;
+}
+
+static ss_status sim_mem_free(void *ctx, void *p, size_t n) {
+    sim_dev *d = ctx;
+    unsigned char *b = p;
+    size_t off = (size_t)(b - d->arena), foot = footprint(n), bad = 0;
+    for (size_t i = n; i < foot; i++) bad += b[i] != SIM_GUARD_BYTE;
+    poison_fill(b, foot);
+    pthread_mutex_lock(&d->mu);
+    /* insert [off, off+foot) and coalesce with its neighbours */
+    size_t lo = 0, hi = d->nfree;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (d->freel[mid].off < off) lo = mid + 1; else hi = mid;
+    }
+    int joined_prev = lo > 0 && d->freel[lo - 1].off + d->freel[lo - 1].len == off;
+    int joined_next = lo < d->nfree && off + foot == d->freel[lo].off;
+    ss_status st = SS_OK;
+    if (joined_prev && joined_next) {
+        d->freel[lo - 1].len += foot + d->freel[lo].len;
+        memmove(d->freel + lo, d->freel + lo + 1, (d->nfree - lo - 1) * sizeof *d->freel);
+        d->nfree--;
+    } else if (joined_prev) {
+        d->freel[lo - 1].len += foot;
+    } else if (joined_next) {
+        d->freel[lo].off = off;
+        d->freel[lo].len += foot;
+    } else if ((st = ssi_grow(&d->freel, &d->freecap, d->nfree + 1, sizeof *d->freel)) == SS_OK) {
+        memmove(d->freel + lo + 1, d->freel + lo, (d->nfree - lo) * sizeof *d->freel);
+        d->freel[lo].off = off;
+        d->freel[lo].len = foot;
+        d->nfree++;
+    }
+    if (st == SS_OK) d->used -= foot;
+    pthread_mutex_unlock(&d->mu);
+    if (st != SS_OK) {
+        /* the range is lost to the arena (counted as used), but nothing breaks */
+        SS_ERROR("cpu-sim: no host memory to record a freed range of %zu bytes", foot);
+    }
+    if (bad) {
+        SS_ERROR("cpu-sim: block %p of %zu bytes: %zu guard bytes overwritten (buffer overrun)",
+                 p, n, bad);
+        return SS_ERR_CORRUPT;
+    }
+    return SS_OK;
+}
+
+/* SS_ERR_INVALID unless [p, p+n) lies in the arena. */
+static ss_status in_arena(sim_dev *d, const void *p, size_t n, const char *fn) {
+    const unsigned char *b = p;
+    if (b < d->arena || b >= d->arena + d->cap || n > (size_t)(d->arena + d->cap - b)) {
+        SS_ERROR("%s: [%p, +%zu) is not cpu-sim device memory", fn, p, n);
+        return SS_ERR_INVALID;
+    }
+    return SS_OK;
+}
+
+static ss_status sim_mem_poison(void *ctx, void *p, size_t n) {
+    sim_dev *d = ctx;
+    ss_status st = in_arena(d, p, n, "ss_mem_poison");
+    if (st == SS_OK) poison_fill(p, n);
+    return st;
+}
+
+static ss_status sim_mem_check_poison(void *ctx, const void *p, size_t n, size_t *found) {
+    sim_dev *d = ctx;
+    ss_status st = in_arena(d, p, n, "ss_mem_check_poison");
+    if (st == SS_OK) *found = poison_count_bad(p, n);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* real clock: copy engines and stream threads                                               */
+
+typedef struct engine_arg { sim_dev *d; int e; } engine_arg;
+
+static void *engine_thread(void *arg) {
+    sim_dev *d = ((engine_arg *)arg)->d;
+    int ei = ((engine_arg *)arg)->e;
+    free(arg);
+    sim_engine *e = &d->eng[ei];
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (!e->head && !d->quit) pthread_cond_wait(&d->cv, &d->mu);
+        if (!e->head) break;
+        sim_op *op = e->head;
+        e->head = op->eng_next;
+        if (!e->head) e->tail = NULL;
+        double dur = copy_seconds(d, ei, op->n, op->kind);
+        pthread_mutex_unlock(&d->mu);
+        double t0 = ssi_now();
+        memmove(op->dst, op->src, op->n);
+        ssi_sleep(t0 + dur - ssi_now());
+        pthread_mutex_lock(&d->mu);
+        op->done = 1;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* Marks generation gen of ev complete at time t (caller holds mu). */
+static void event_complete(sim_dev *d, sim_event *ev, uint64_t gen, double t) {
+    if (gen > ev->done_gen) {
+        ev->done_gen = gen;
+        ev->time = t;
+    }
+    pthread_cond_broadcast(&d->cv);
+}
+
+/* Runs op (of a stream thread or the host stream) to completion; caller holds mu, which may be
+ * released while waiting. */
+static void run_op(sim_dev *d, sim_op *op) {
+    switch (op->k) {
+    case OP_COPY: {
+        sim_engine *e = &d->eng[op->eng];
+        op->done = 0;
+        op->eng_next = NULL;
+        if (e->tail) e->tail->eng_next = op; else e->head = op;
+        e->tail = op;
+        pthread_cond_broadcast(&d->cv);
+        while (!op->done) pthread_cond_wait(&d->cv, &d->mu);
+        break;
+    }
+    case OP_COMPUTE:
+        pthread_mutex_unlock(&d->mu);
+        ssi_sleep(op->seconds);
+        pthread_mutex_lock(&d->mu);
+        break;
+    case OP_RECORD:
+        event_complete(d, op->ev, op->gen, sim_now_locked(d));
+        break;
+    case OP_WAIT:
+        while (op->ev->done_gen < op->gen) pthread_cond_wait(&d->cv, &d->mu);
+        break;
+    }
+}
+
+static void *stream_thread(void *arg) {
+    sim_stream *s = arg;
+    sim_dev *d = s->d;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (!s->head && !s->quit) pthread_cond_wait(&d->cv, &d->mu);
+        if (!s->head) break;
+        sim_op *op = s->head;
+        run_op(d, op);
+        if (op->ev) op->ev->pending--;
+        s->head = op->next;
+        if (!s->head) s->tail = NULL;
+        s->fin++;
+        free(op);
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* streams                                                                                   */
+
+static ss_status sim_stream_make(sim_dev *d, int host, void **out) {
+    sim_stream *s = calloc(1, sizeof *s);
+    if (!s) return SS_ERR_HOST_OOM;
+    s->d = d;
+    s->host = host;
+    if (!host && !d->virt) {
+        int rc = pthread_create(&s->th, NULL, stream_thread, s);
+        if (rc != 0) {
+            free(s);
+            SS_ERROR("cpu-sim: cannot start a stream thread: %s", strerror(rc));
+            return SS_ERR_DEVICE;
+        }
+    }
+    if (d->virt) {
+        pthread_mutex_lock(&d->mu);
+        s->vtail = d->host_vt;
+        pthread_mutex_unlock(&d->mu);
+    }
+    *out = s;
+    return SS_OK;
+}
+
+static ss_status sim_stream_new(void *ctx, void **out) { return sim_stream_make(ctx, 0, out); }
+
+static ss_status sim_stream_wrap(void *ctx, void *handle, void **out) {
+    if (handle) {
+        SS_ERROR("cpu-sim: only the host stream (handle NULL) can be wrapped");
+        return SS_ERR_UNSUPPORTED;
+    }
+    return sim_stream_make(ctx, 1, out);
+}
+
+static ss_status sim_stream_sync(void *ctx, void *sp) {
+    sim_dev *d = ctx;
+    sim_stream *s = sp;
+    pthread_mutex_lock(&d->mu);
+    if (d->virt) {
+        if (!s->host) d->host_vt = dmax(d->host_vt, s->vtail);
+    } else if (!s->host) {
+        uint64_t target = s->enq;
+        while (s->fin < target) pthread_cond_wait(&d->cv, &d->mu);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return SS_OK;
+}
+
+static ss_status sim_stream_free(void *ctx, void *sp) {
+    sim_dev *d = ctx;
+    sim_stream *s = sp;
+    sim_stream_sync(ctx, sp);
+    if (!s->host && !d->virt) {
+        pthread_mutex_lock(&d->mu);
+        s->quit = 1;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(s->th, NULL);
+    }
+    free(s);
+    return SS_OK;
+}
+
+/* Enqueues a copy of op (real clock, non-host stream): the op is heap-allocated and owned by
+ * the stream thread from here on. Caller holds mu. */
+static void enqueue(sim_dev *d, sim_stream *s, sim_op *op) {
+    op->next = NULL;
+    if (op->ev) op->ev->pending++;
+    if (s->tail) s->tail->next = op; else s->head = op;
+    s->tail = op;
+    s->enq++;
+    pthread_cond_broadcast(&d->cv);
+}
+
+/* Starting time of new work on s under the virtual clock (caller holds mu). */
+static double vstart(sim_dev *d, sim_stream *s) {
+    if (s->host) return d->host_vt;
+    s->vtail = dmax(s->vtail, d->host_vt);
+    return s->vtail;
+}
+
+static void vset_end(sim_dev *d, sim_stream *s, double t) {
+    if (s->host) d->host_vt = t; else s->vtail = t;
+}
+
+/* Common path of every stream op: virtual clock, host stream (inline) or a queued op. */
+static ss_status submit(sim_dev *d, sim_stream *s, const sim_op *tmpl) {
+    if (d->virt) {
+        pthread_mutex_lock(&d->mu);
+        double t = vstart(d, s);
+        switch (tmpl->k) {
+        case OP_COPY: {
+            sim_engine *e = &d->eng[tmpl->eng];
+            double start = dmax(t, e->vfree);
+            double end = start + copy_seconds(d, tmpl->eng, tmpl->n, tmpl->kind);
+            e->vfree = end;
+            memmove(tmpl->dst, tmpl->src, tmpl->n);
+            vset_end(d, s, end);
+            break;
+        }
+        case OP_COMPUTE: vset_end(d, s, t + tmpl->seconds); break;
+        case OP_RECORD: tmpl->ev->vtime = t; tmpl->ev->rec_gen++; tmpl->ev->done_gen = tmpl->ev->rec_gen; break;
+        case OP_WAIT: vset_end(d, s, dmax(t, tmpl->ev->vtime)); break;
+        }
+        pthread_mutex_unlock(&d->mu);
+        return SS_OK;
+    }
+    if (s->host) {
+        sim_op op = *tmpl;
+        pthread_mutex_lock(&d->mu);
+        if (op.k == OP_RECORD) op.gen = ++op.ev->rec_gen;
+        if (op.k == OP_WAIT) op.gen = op.ev->rec_gen;
+        run_op(d, &op);
+        pthread_mutex_unlock(&d->mu);
+        return SS_OK;
+    }
+    sim_op *op = malloc(sizeof *op);
+    if (!op) return SS_ERR_HOST_OOM;
+    *op = *tmpl;
+    pthread_mutex_lock(&d->mu);
+    if (op->k == OP_RECORD) op->gen = ++op->ev->rec_gen;
+    if (op->k == OP_WAIT) op->gen = op->ev->rec_gen;
+    enqueue(d, s, op);
+    pthread_mutex_unlock(&d->mu);
+    return SS_OK;
+}
+
+static ss_status sim_copy_async(void *ctx, void *s, void *dst, const void *src, size_t n,
+                                ss_copy_kind kind) {
+    sim_op op = {.k = OP_COPY, .dst = dst, .src = src, .n = n, .eng = engine_of(kind),
+                 .kind = kind};
+    return submit(ctx, s, &op);
+}
+
+static ss_status sim_compute_async(void *ctx, void *s, double seconds) {
+    sim_op op = {.k = OP_COMPUTE, .seconds = seconds};
+    return submit(ctx, s, &op);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* events                                                                                    */
+
+static ss_status sim_event_new(void *ctx, void **out) {
+    (void)ctx;
+    sim_event *e = calloc(1, sizeof *e);
+    if (!e) return SS_ERR_HOST_OOM;
+    *out = e;
+    return SS_OK;
+}
+
+static ss_status sim_event_free(void *ctx, void *ep) {
+    sim_dev *d = ctx;
+    sim_event *e = ep;
+    pthread_mutex_lock(&d->mu);
+    while (e->pending) pthread_cond_wait(&d->cv, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+    free(e);
+    return SS_OK;
+}
+
+static ss_status sim_event_record(void *ctx, void *e, void *s) {
+    sim_op op = {.k = OP_RECORD, .ev = e};
+    return submit(ctx, s, &op);
+}
+
+static ss_status sim_event_wait(void *ctx, void *s, void *e) {
+    sim_op op = {.k = OP_WAIT, .ev = e};
+    return submit(ctx, s, &op);
+}
+
+/* Complete? (caller holds mu) */
+static int ev_done(sim_dev *d, sim_event *e) {
+    if (d->virt) return e->vtime <= d->host_vt;
+    return e->done_gen >= e->rec_gen;
+}
+
+static ss_status sim_event_query(void *ctx, void *ep, int *done) {
+    sim_dev *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    *done = ev_done(d, ep);
+    pthread_mutex_unlock(&d->mu);
+    return SS_OK;
+}
+
+static ss_status sim_event_sync(void *ctx, void *ep) {
+    sim_dev *d = ctx;
+    sim_event *e = ep;
+    pthread_mutex_lock(&d->mu);
+    if (d->virt) {
+        d->host_vt = dmax(d->host_vt, e->vtime);
+    } else {
+        uint64_t g = e->rec_gen;
+        while (e->done_gen < g) pthread_cond_wait(&d->cv, &d->mu);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return SS_OK;
+}
+
+static ss_status sim_event_time(void *ctx, void *ep, double *seconds) {
+    sim_dev *d = ctx;
+    sim_event *e = ep;
+    ss_status st = SS_OK;
+    pthread_mutex_lock(&d->mu);
+    if (!ev_done(d, e)) st = SS_ERR_STATE;
+    else *seconds = d->virt ? e->vtime : e->time;
+    pthread_mutex_unlock(&d->mu);
+    return st;
+}
+
+static double sim_now(void *ctx) {
+    sim_dev *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    double t = sim_now_locked(d);
+    pthread_mutex_unlock(&d->mu);
+    return t;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* open / close                                                                              */
+
+static const struct ss_device_i sim_iface = {
+    .close = sim_close,
+    .mem_info = sim_mem_info,
+    .mem_alloc = sim_mem_alloc,
+    .mem_free = sim_mem_free,
+    .host_alloc = NULL,           /* default malloc/free: cpu-sim has no pinned memory */
+    .host_free = NULL,
+    .mem_poison = sim_mem_poison,
+    .mem_check_poison = sim_mem_check_poison,
+    .stream_new = sim_stream_new,
+    .stream_wrap = sim_stream_wrap,
+    .stream_free = sim_stream_free,
+    .stream_sync = sim_stream_sync,
+    .copy_async = sim_copy_async,
+    .compute_async = sim_compute_async,
+    .event_new = sim_event_new,
+    .event_free = sim_event_free,
+    .event_record = sim_event_record,
+    .event_wait = sim_event_wait,
+    .event_query = sim_event_query,
+    .event_sync = sim_event_sync,
+    .event_elapsed = NULL,        /* default: difference of event_time */
+    .event_time = sim_event_time,
+    .now = sim_now,
+};
+
+static void sim_close(void *ctx) {
+    sim_dev *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    d->quit = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    for (int i = 0; i < ENG_N; i++)
+        if (d->eng[i].started) pthread_join(d->eng[i].th, NULL);
+    if (d->arena) munmap(d->arena, d->map_len);
+    free(d->freel);
+    pthread_cond_destroy(&d->cv);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+static ss_status sim_open(const char *name, const ss_options *o, ssi_device_backend *out,
+                          char *err, size_t err_len) {
+    if (strcmp(name, "cpu-sim") != 0 && strcmp(name, "cpu-sim:0") != 0) {
+        ssi_fmt(err, err_len, "no such cpu-sim device (use \"cpu-sim\")");
+        return SS_ERR_NOT_FOUND;
+    }
+    if (!(o->sim_d2h_gbps > 0) || !(o->sim_h2d_gbps > 0) || !(o->sim_latency_us >= 0) ||
+        !(o->sim_jitter_us >= 0) || o->sim_capacity_bytes < 4096 ||
+        o->sim_capacity_bytes > (uint64_t)SIZE_MAX / 2) {
+        ssi_fmt(err, err_len, "bad cpu-sim options (bandwidths must be > 0, capacity >= 4096)");
+        return SS_ERR_INVALID;
+    }
+    sim_dev *d = calloc(1, sizeof *d);
+    if (!d) return SS_ERR_HOST_OOM;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    d->cap = (size_t)o->sim_capacity_bytes / SIM_ALIGN * SIM_ALIGN;
+    d->map_len = d->cap;
+    void *m = mmap(NULL, d->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        ssi_fmt(err, err_len, "cannot reserve %zu bytes of address space: %s", d->map_len, strerror(errno));
+        sim_close(d);
+        return SS_ERR_HOST_OOM;
+    }
+    d->arena = m;
+    if (ssi_grow(&d->freel, &d->freecap, 1, sizeof *d->freel) != SS_OK) {
+        sim_close(d);
+        return SS_ERR_HOST_OOM;
+    }
+    d->freel[0].off = 0;
+    d->freel[0].len = d->cap;
+    d->nfree = 1;
+    d->virt = o->sim_virtual_clock != 0;
+    d->lat = o->sim_latency_us * 1e-6;
+    d->jitter = o->sim_jitter_us * 1e-6;
+    d->eng[ENG_H2D].gbps = o->sim_h2d_gbps;
+    d->eng[ENG_D2H].gbps = o->sim_d2h_gbps;
+    ssi_rng_seed(&d->rng, o->seed);
+    d->t_open = ssi_now();
+    if (!d->virt) {
+        for (int i = 0; i < ENG_N; i++) {
+            engine_arg *a = malloc(sizeof *a);
+            if (a) { a->d = d; a->e = i; }
+            int rc = a ? pthread_create(&d->eng[i].th, NULL, engine_thread, a) : ENOMEM;
+            if (rc != 0) {
+                free(a);
+                ssi_fmt(err, err_len, "cannot start a copy-engine thread: %s", strerror(rc));
+                sim_close(d);
+                return SS_ERR_DEVICE;
+            }
+            d->eng[i].started = 1;
+        }
+    }
+    out->iface = &sim_iface;
+    out->ctx = d;
+    ss_device_caps *c = &out->caps;
+    memset(c, 0, sizeof *c);
+    ssi_fmt(c->name, sizeof c->name, "cpu-sim");
+    char cap[32];
+    ss_format_size(d->cap, cap, sizeof cap);
+    ssi_fmt(c->description, sizeof c->description, "host memory %s, latency %.3g us%s%s", cap,
+            o->sim_latency_us, d->virt ? ", virtual clock" : "", d->jitter > 0 ? ", jitter" : "");
+    c->total_bytes = d->cap;
+    c->alignment = SIM_ALIGN;
+    c->has_pinned_host = 0;
+    c->virtual_clock = d->virt;
+    c->d2h_gbps = o->sim_d2h_gbps;
+    c->h2d_gbps = o->sim_h2d_gbps;
+    return SS_OK;
+}
+
+static int sim_probe(char *msg, size_t len) {
+    (void)msg; (void)len;
+    return 1;
+}
+
+const ssi_device_reg ssi_device_reg_cpusim = {"cpu-sim", sim_open, sim_probe};
