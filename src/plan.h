@@ -43,6 +43,59 @@ typedef struct ss_plan {
     uint32_t nentries;
     ss_plan_entry *entries;     /* sorted by out_op */
     size_t cap_names, cap_entries;
+    char   desc[160];           /* free text: what it was planned from and with which settings */
 } ss_plan;
+
+/* ---- the container (plan.c) -----------------------------------------------------------------
+ * Each call returns SS_ERR_HOST_OOM when memory runs out, leaving the plan as it was. */
+
+#define SS_PLAN_FORMAT  "smartswap-plan"
+#define SS_PLAN_VERSION 1
+#define SS_PLAN_CK_EVERY_DEFAULT 64
+
+ss_status ssi_plan_new(ss_plan **out);
+void      ssi_plan_free(ss_plan *p);                      /* NULL is fine */
+/* Empties the plan (entries, names, checkpoints, predictions), keeping its arrays. */
+void      ssi_plan_clear(ss_plan *p);
+/* The id of `name` in p->names, adding it if new (linear: names are few). */
+ss_status ssi_plan_intern(ss_plan *p, const char *name, uint32_t *id);
+/* Appends a copy of e (its name must already be an id of p). Order is not checked here; call
+ * ssi_plan_sort before writing if entries were added out of out_op order. */
+ss_status ssi_plan_add_entry(ss_plan *p, const ss_plan_entry *e);
+/* Sorts entries by (out_op, tensor). */
+void      ssi_plan_sort(ss_plan *p);
+/* Fills an entry's match features (name interned into p, site, dtype, shape, bytes, ordinal
+ * among saved tensors with the same producer name, site and dtype) from tensor t of prof. */
+ss_status ssi_plan_entry_from_tensor(ss_plan *p, const ss_profile *prof, uint32_t t,
+                                     ss_plan_entry *e);
+
+/* The light profiler's per-operator step: folds operator (name id, call site) into the running
+ * sequence hash h. ONE definition shared by the profiler and the plan checkpoints; the running
+ * hash starts at 0. */
+static inline uint64_t ssi_seq_fold_op(uint64_t h, uint32_t name_id, uint64_t site) {
+    return ssi_hash_fold(h, ((uint64_t)name_id * 0x9E3779B97F4A7C15ull) ^ site);
+}
+/* Sets nops, seq_hash (when prof has none, the fold of the whole sequence) and the checkpoints
+ * of p from prof: ck[j] = running hash after operator (j+1)*every - 1 (every 0 = the default). */
+ss_status ssi_plan_set_checkpoints(ss_plan *p, const ss_profile *prof, uint32_t every);
+
+/* Checks every index and invariant: names valid, entries sorted by out_op, for each entry
+ * out_op < free_op <= in_op <= use_op < nops, bytes > 0, ndim <= SS_MAX_DIMS, nck consistent
+ * with nops and ck_every. SS_ERR_FORMAT with the first fault described in err. */
+ss_status ssi_plan_check(const ss_plan *p, char *err, size_t err_len);
+/* 1 when a and b hold the same data (names compared as strings), else 0. */
+int       ssi_plan_equal(const ss_plan *a, const ss_plan *b);
+
+/* ---- plan files (plan.c; format in docs/plan-format.md) -------------------------------------
+ * Writing is atomic (nothing half-written: a temporary file renamed over path). Reading never
+ * crashes on bad input: it returns SS_ERR_FORMAT (or SS_ERR_IO when the file cannot be read)
+ * and writes "FILE:LINE: what is wrong" into err. *out is set only on success. */
+ss_status ssi_plan_write(const ss_plan *p, const char *path);
+/* The file's text into a malloc'ed buffer *text (NUL-terminated), for tests and pipes. */
+ss_status ssi_plan_format(const ss_plan *p, char **text, size_t *len);
+ss_status ssi_plan_read(const char *path, ss_plan **out, char *err, size_t err_len);
+/* Parses text[0..len) as a plan file named `fname` (only used in messages). */
+ss_status ssi_plan_parse(const char *text, size_t len, const char *fname, ss_plan **out,
+                         char *err, size_t err_len);
 
 #endif /* SS_PLAN_H */
