@@ -90,7 +90,7 @@ ifneq ($(NO_OMP),1)
 endif
 
 # OpenBLAS (Debian: libopenblas-dev): optional, used by the reference trainer's matmul.
-BLAS_OK := $(shell ls /usr/lib/*/libopenblas.so /usr/lib/libopenblas.so >/dev/null 2>&1 && echo 1)
+BLAS_OK := $(if $(wildcard /usr/lib/*/libopenblas.so /usr/lib/libopenblas.so /usr/local/lib/libopenblas.so),1)
 ifeq ($(BLAS_OK),1)
   XCFLAGS += -DSS_USE_BLAS=1
   LDLIBS  += -lopenblas
