@@ -67,7 +67,8 @@ ss_status ss_alloc_destroy_force(ss_alloc_t *a);
 void ss_alloc_set_evict(ss_alloc_t *a, ss_evict_fn fn, void *user);
 
 /* Measure mode's clock (seconds); also stamps hand-outs for the reuse-interval statistic in
- * measure mode. Real mode ignores it and uses the device clock (ss_device_now). */
+ * measure mode. Real mode ignores it and uses the device clock (ss_device_now). The OOM path of
+ * a stock-mode allocator may move it forward (see ss_alloc_free_event); stats.clock_s reads it. */
 void ss_alloc_set_time(ss_alloc_t *a, double now);
 
 /* n > 0 bytes (rounded up to SS_ALLOC_ALIGN). SS_ERR_OOM after every fallback; *out untouched. */
@@ -140,6 +141,9 @@ typedef struct ss_alloc_stats {
                                                     /* next hand-out (docs/allocator.md) */
     uint64_t pending_bytes;                         /* part of in_use awaiting release */
     uint64_t live_blocks, pending_blocks, segments; /* now */
+    double   clock_s;                               /* the allocator's clock now: measure mode's
+                                                       (moved forward by stock syncs on the OOM
+                                                       path), else the device's */
 } ss_alloc_stats;
 
 ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out);

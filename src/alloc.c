@@ -424,12 +424,15 @@ static void process_stock(ss_alloc_t *a) {
 }
 
 /* Under memory pressure (as c10's synchronize_and_free_events): waits for every stock-pending
- * event and releases its block. Each is a counted wait. */
+ * event and releases its block. Each is a counted wait; in measure mode the clock moves to the
+ * latest completion, as the host would have blocked until then. */
 static ss_status sync_stock(ss_alloc_t *a) {
     while (a->stock_head) {
         struct ss_block *b = a->stock_head;
         double t = b->t_done;
-        if (!is_measure(a)) {
+        if (is_measure(a)) {
+            if (t > a->now) a->now = t;   /* the host blocked until the copy was done */
+        } else {
             if (b->ev) {
                 ss_status st = ss_event_sync(a->dev, b->ev);
                 if (st != SS_OK) return st;
@@ -814,6 +817,7 @@ ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out) {
     out->live_blocks = a->nlive;
     out->pending_blocks = a->heap_n + a->nstock;
     out->segments = a->nsegs;
+    out->clock_s = clock_now((ss_alloc_t *)a);
     unlock(a);
     return SS_OK;
 }
