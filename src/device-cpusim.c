@@ -263,9 +263,11 @@ static void *engine_thread(void *arg) {
         if (!e->head) e->tail = NULL;
         double dur = copy_seconds(d, ei, op->n, op->kind);
         pthread_mutex_unlock(&d->mu);
-        double t0 = ssi_now();
+        /* the bytes move at the end of the copy's time: a reader that does not wait for the
+         * copy sees the old contents (poison), and a writer that reuses the source too early
+         * changes what lands; both are what exactness tests must catch */
+        ssi_sleep(dur);
         memmove(op->dst, op->src, op->n);
-        ssi_sleep(t0 + dur - ssi_now());
         pthread_mutex_lock(&d->mu);
         op->done = 1;
         pthread_cond_broadcast(&d->cv);

@@ -222,7 +222,8 @@ static void t_events_order_streams(void) {
     CHECK_OK(ss_event_query(dev, never, &done));
     CHECK(done == 1);                                   /* never recorded: complete */
     CHECK_OK(ss_event_wait(dev, b, never));             /* and waiting on it is a no-op */
-    CHECK_OK(ss_copy_async(dev, a, d, h1, n, SS_COPY_H2D));   /* ~2 ms on cpu-sim */
+    CHECK_OK(ss_copy_async(dev, a, d, h1, n, SS_COPY_H2D));   /* ~2 ms on cpu-sim, twice: */
+    CHECK_OK(ss_copy_async(dev, a, d, h1, n, SS_COPY_H2D));   /* d holds the data late */
     CHECK_OK(ss_event_record(dev, e, a));
     CHECK_OK(ss_event_wait(dev, b, e));
     CHECK_OK(ss_copy_async(dev, b, h2, d, n, SS_COPY_D2H));
