@@ -1,0 +1,101 @@
+/* workload.h: the synthetic workload generator: one training iteration (forward, backward,
+ * optimizer step) of a decoder-only transformer, operator by operator, as a detailed profile
+ * (profile.h). `smartswap trace gen` writes it to a file; `smartswap simulate` and the tests
+ * call it directly. What each operator saves, its FLOPs and the memory model are documented in
+ * docs/trace-format.md ("Synthetic workloads") and at the top of workload.c.
+ *
+ *     ssi_workload_config c;
+ *     ssi_workload_default(&c);
+ *     ssi_workload_preset(&c, "llama-3.2-1b");    // dims; batch/seq/dtype stay as set
+ *     c.batch = 4; c.seq = 2048;
+ *     ss_profile *p; char err[256];
+ *     if (ssi_workload_generate(&c, &p, NULL, err, sizeof err)) ... err says what is wrong
+ */
+#ifndef SS_WORKLOAD_H
+#define SS_WORKLOAD_H
+
+#include "profile.h"
+
+typedef enum ssi_workload_arch {
+    SSI_WORKLOAD_LLAMA = 0,   /* RMSNorm, RoPE, GQA, SwiGLU MLP, no biases */
+    SSI_WORKLOAD_GPT2 = 1     /* LayerNorm, learned positions, MHA, GELU MLP, biases, tied head */
+} ssi_workload_arch;
+
+typedef struct ssi_workload_config {
+    char     model[48];      /* preset name, or "custom" */
+    uint32_t arch;           /* ssi_workload_arch */
+    uint32_t layers, hidden, heads, kv_heads, ffn, vocab;
+    uint32_t max_pos;        /* learned position embeddings (GPT-2); 0 = none */
+    int      tied;           /* the LM head shares the embedding matrix */
+    uint32_t batch, seq;     /* micro-batch and sequence length: tokens = batch * seq */
+    uint32_t dtype_bytes;    /* activations and weights: 2 (bf16) or 4 (f32) */
+    uint32_t moe_experts, moe_topk;  /* 0 = dense MLP; else E experts, K routed per token */
+    int      flash;          /* 1: flash attention (no s^2 tensors); 0: eager softmax(QK^T)V */
+    double   device_flops;   /* effective FLOP/s and bytes/s for the per-op time estimate */
+    double   device_bw;
+} ssi_workload_config;
+
+/* Defaults: no model dims (set a preset or explicit dims), batch 1, seq 2048, bf16, dense, flash,
+ * 400 TFLOP/s and 3 TB/s effective (an H200-class device at a realistic fraction of peak). */
+void ssi_workload_default(ssi_workload_config *c);
+
+/* A model preset: dims and where they come from. */
+typedef struct ssi_workload_preset_info {
+    const char *name;
+    uint32_t arch, layers, hidden, heads, kv_heads, ffn, vocab, max_pos;
+    int tied;
+    const char *source;      /* the config the numbers are taken from */
+} ssi_workload_preset_info;
+
+/* Preset i (0-based), or NULL past the last. */
+const ssi_workload_preset_info *ssi_workload_preset_at(size_t i);
+/* Sets c's model fields (name, arch, dims, tied, max_pos) from the named preset; the run fields
+ * (batch, seq, dtype, moe, flash, device) are left as they are. SS_ERR_NOT_FOUND if unknown. */
+ss_status ssi_workload_preset(ssi_workload_config *c, const char *name);
+
+/* Checks every field (dims divisible, within bounds, dtype 2 or 4, 1 <= K <= E); SS_ERR_INVALID
+ * with a message naming the field and its bounds. */
+ss_status ssi_workload_validate(const ssi_workload_config *c, char *err, size_t err_len);
+
+/* Parameter counts of a configuration. */
+typedef struct ssi_workload_params {
+    double total;            /* every parameter (all experts) */
+    double active;           /* those one token uses (top-k experts, embedding, head) */
+    double matmul;           /* active parameters used in matrix products: active minus the input
+                              * embedding (a lookup) when the head is not tied, minus norms/biases.
+                              * FLOPs of one iteration are ~ 6 * matmul * tokens + attention. */
+    double embedding;        /* the token (and position) embedding tables */
+} ssi_workload_params;
+void ssi_workload_count_params(const ssi_workload_config *c, ssi_workload_params *out);
+
+/* Categories of the generated tensors, for tests and `trace stats`. Per layer per token, in
+ * bytes with d = dtype bytes: NORM 4hd (2 norm inputs + 2 norm outputs), QO 2hd (Q after RoPE,
+ * attention output), KV 2*h_kv*d, MLP 4id (gate, up, silu(gate), product; GELU MLP: 2id;
+ * MoE: K times that), ATTN_STATS 4a (flash log-sum-exp, f32), SCORES a*s*d (eager softmax
+ * output), MOE 4E + 12K + 4hdK... (see workload.c). */
+typedef enum ssi_workload_cat {
+    SSI_WL_NORM = 0, SSI_WL_QO, SSI_WL_KV, SSI_WL_MLP, SSI_WL_ATTN_STATS, SSI_WL_SCORES,
+    SSI_WL_MOE, SSI_WL_LOGITS, SSI_WL_OTHER, SSI_WL_TEMP, SSI_WL_CAT_COUNT
+} ssi_workload_cat;
+const char *ssi_workload_cat_name(uint32_t cat);
+
+/* Optional side information about a generated profile (pass NULL when not needed). */
+typedef struct ssi_workload_info {
+    uint8_t *cat;            /* per tensor: ssi_workload_cat (malloc'ed) */
+    int32_t *layer;          /* per tensor: its layer, or -1 outside the layers (malloc'ed) */
+    uint32_t ntensors;
+    ssi_workload_params params;
+    double   attn_flops;     /* FLOPs of the attention products (QK^T, PV and their backward) */
+} ssi_workload_info;
+void ssi_workload_info_free(ssi_workload_info *info);   /* frees the arrays; NULL is fine */
+
+/* Generates one training iteration as a finalized profile (*out, freed with ssi_profile_free):
+ * desc, seq_hash (ssi_seq_fold_op over the sequence), size_sig, base_bytes (weights, gradients,
+ * optimizer state), per op FLOPs, an estimated duration and mem_after (the unconstrained demand:
+ * base + every tensor alive after the op). Returns SS_ERR_INVALID (message in err) for a bad
+ * config or one whose tensors would exceed 2^60 bytes, SS_ERR_HOST_OOM. On failure *out and
+ * info are untouched. */
+ss_status ssi_workload_generate(const ssi_workload_config *c, ss_profile **out, ssi_workload_info *info,
+                                char *err, size_t err_len);
+
+#endif /* SS_WORKLOAD_H */
