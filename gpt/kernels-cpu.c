@@ -1,0 +1,389 @@
+/* kernels-cpu.c: the CPU reference kernels of the trainer (kernels.h). float32, OpenMP over
+ * independent outputs, one fixed summation order per output, so results are bit-identical
+ * whatever OMP_NUM_THREADS is.
+ *
+ * Matrix products: with SS_USE_BLAS (the Makefile defines it when libopenblas is found) each
+ * product is cut into fixed blocks of GPT_MM_BLOCK rows of the output and every block is one
+ * single-threaded cblas_sgemm call; OpenMP spreads the blocks over threads. A block's result
+ * depends only on its own inputs and sizes, never on which thread ran it or how many there
+ * are, so OpenBLAS's own threading (whose partition varies with the thread count) is switched
+ * off with openblas_set_num_threads(1). Without SS_USE_BLAS: plain loops, same contract.
+ */
+#include "kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef SS_USE_BLAS
+#include <cblas.h>
+void openblas_set_num_threads(int n);
+#endif
+
+#define GPT_MM_BLOCK 64   /* output rows per sgemm call / loop block */
+#define GPT_COL_CHUNK 64  /* columns per task in column reductions */
+
+void gpt_kernels_init(void) {
+#ifdef SS_USE_BLAS
+    openblas_set_num_threads(1);
+#endif
+}
+
+const char *gpt_kernels_describe(void) {
+#ifdef SS_USE_BLAS
+#ifdef _OPENMP
+    return "OpenBLAS sgemm in fixed 64-row blocks (1 BLAS thread each) + OpenMP";
+#else
+    return "OpenBLAS sgemm in fixed 64-row blocks (1 BLAS thread each), no OpenMP";
+#endif
+#else
+#ifdef _OPENMP
+    return "plain loops + OpenMP";
+#else
+    return "plain loops, no OpenMP";
+#endif
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* matmul                                                                                       */
+
+void k_matmul_fwd(float *out, const float *inp, const float *w, int M, int K, int N) {
+    int nb = (M + GPT_MM_BLOCK - 1) / GPT_MM_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nb; blk++) {
+        int i0 = blk * GPT_MM_BLOCK, mb = M - i0 < GPT_MM_BLOCK ? M - i0 : GPT_MM_BLOCK;
+#ifdef SS_USE_BLAS
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, N, K, 1.0f, inp + (size_t)i0 * K, K,
+                    w, K, 0.0f, out + (size_t)i0 * N, N);
+#else
+        for (int i = i0; i < i0 + mb; i++) {
+            const float *x = inp + (size_t)i * K;
+            float *o = out + (size_t)i * N;
+            for (int n = 0; n < N; n++) {
+                const float *wr = w + (size_t)n * K;
+                float s = 0.0f;
+                for (int k = 0; k < K; k++) s += x[k] * wr[k];
+                o[n] = s;
+            }
+        }
+#endif
+    }
+}
+
+void k_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                  int M, int K, int N) {
+    if (dinp) {
+        int nb = (M + GPT_MM_BLOCK - 1) / GPT_MM_BLOCK;
+#pragma omp parallel for schedule(static)
+        for (int blk = 0; blk < nb; blk++) {
+            int i0 = blk * GPT_MM_BLOCK, mb = M - i0 < GPT_MM_BLOCK ? M - i0 : GPT_MM_BLOCK;
+#ifdef SS_USE_BLAS
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, K, N, 1.0f,
+                        dout + (size_t)i0 * N, N, w, K, 1.0f, dinp + (size_t)i0 * K, K);
+#else
+            for (int i = i0; i < i0 + mb; i++) {
+                const float *g = dout + (size_t)i * N;
+                float *dx = dinp + (size_t)i * K;
+                for (int n = 0; n < N; n++) {
+                    const float *wr = w + (size_t)n * K;
+                    float gn = g[n];
+                    for (int k = 0; k < K; k++) dx[k] += gn * wr[k];
+                }
+            }
+#endif
+        }
+    }
+    if (dw) {
+        int nb = (N + GPT_MM_BLOCK - 1) / GPT_MM_BLOCK;
+#pragma omp parallel for schedule(static)
+        for (int blk = 0; blk < nb; blk++) {
+            int n0 = blk * GPT_MM_BLOCK, nn = N - n0 < GPT_MM_BLOCK ? N - n0 : GPT_MM_BLOCK;
+#ifdef SS_USE_BLAS
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nn, K, M, 1.0f, dout + n0, N, inp, K,
+                        1.0f, dw + (size_t)n0 * K, K);
+#else
+            for (int i = 0; i < M; i++) {
+                const float *x = inp + (size_t)i * K;
+                const float *g = dout + (size_t)i * N;
+                for (int n = n0; n < n0 + nn; n++) {
+                    float gn = g[n];
+                    float *dwr = dw + (size_t)n * K;
+                    for (int k = 0; k < K; k++) dwr[k] += gn * x[k];
+                }
+            }
+#endif
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* RMSNorm                                                                                      */
+
+void k_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int M, int C, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++) {
+        const float *xr = x + (size_t)i * C;
+        float *o = out + (size_t)i * C;
+        float ss = 0.0f;
+        for (int c = 0; c < C; c++) ss += xr[c] * xr[c];
+        float r = 1.0f / sqrtf(ss / (float)C + eps);
+        rstd[i] = r;
+        for (int c = 0; c < C; c++) o[c] = xr[c] * r * w[c];
+    }
+}
+
+void k_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, const float *rstd,
+                   const float *w, int M, int C) {
+    if (dx) {
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < M; i++) {
+            const float *xr = x + (size_t)i * C, *g = dout + (size_t)i * C;
+            float *d = dx + (size_t)i * C;
+            float r = rstd[i];
+            float dot = 0.0f;  /* sum_c g_c w_c x_c */
+            for (int c = 0; c < C; c++) dot += g[c] * w[c] * xr[c];
+            float k = r * r * r * dot / (float)C;
+            for (int c = 0; c < C; c++) d[c] += r * g[c] * w[c] - k * xr[c];
+        }
+    }
+    if (dw) {
+        int nch = (C + GPT_COL_CHUNK - 1) / GPT_COL_CHUNK;
+#pragma omp parallel for schedule(static)
+        for (int ch = 0; ch < nch; ch++) {
+            int c0 = ch * GPT_COL_CHUNK, c1 = c0 + GPT_COL_CHUNK < C ? c0 + GPT_COL_CHUNK : C;
+            for (int i = 0; i < M; i++) {
+                const float *xr = x + (size_t)i * C, *g = dout + (size_t)i * C;
+                float r = rstd[i];
+                for (int c = c0; c < c1; c++) dw[c] += g[c] * xr[c] * r;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* rotary embedding                                                                             */
+
+void k_rope_fwd(float *out, const float *x, const float *cos_t, const float *sin_t,
+                int B, int T, int H, int hd) {
+    int h2 = hd / 2;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *cs = cos_t + (size_t)t * h2, *sn = sin_t + (size_t)t * h2;
+            for (int h = 0; h < H; h++) {
+                size_t off = (((size_t)b * T + t) * H + h) * hd;
+                const float *xr = x + off;
+                float *o = out + off;
+                for (int j = 0; j < h2; j++) {
+                    float x0 = xr[j], x1 = xr[j + h2];
+                    o[j] = x0 * cs[j] - x1 * sn[j];
+                    o[j + h2] = x1 * cs[j] + x0 * sn[j];
+                }
+            }
+        }
+}
+
+void k_rope_bwd(float *dx, const float *dout, const float *cos_t, const float *sin_t,
+                int B, int T, int H, int hd) {
+    int h2 = hd / 2;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *cs = cos_t + (size_t)t * h2, *sn = sin_t + (size_t)t * h2;
+            for (int h = 0; h < H; h++) {
+                size_t off = (((size_t)b * T + t) * H + h) * hd;
+                const float *g = dout + off;
+                float *d = dx + off;
+                for (int j = 0; j < h2; j++) {
+                    float g0 = g[j], g1 = g[j + h2];
+                    d[j] += g0 * cs[j] + g1 * sn[j];
+                    d[j + h2] += g1 * cs[j] - g0 * sn[j];
+                }
+            }
+        }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* attention                                                                                    */
+
+void k_attn_fwd(float *out, float *att, const float *q, const float *k, const float *v,
+                int B, int T, int A, int KV, int hd) {
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int G = A / KV;
+#pragma omp parallel for collapse(3) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < A; h++)
+            for (int t = 0; t < T; t++) {
+                int kh = h / G;
+                const float *qr = q + (((size_t)b * T + t) * A + h) * hd;
+                float *ar = att + (((size_t)b * A + h) * T + t) * T;
+                float mx = -INFINITY;
+                for (int s = 0; s <= t; s++) {
+                    const float *kr = k + (((size_t)b * T + s) * KV + kh) * hd;
+                    float d = 0.0f;
+                    for (int j = 0; j < hd; j++) d += qr[j] * kr[j];
+                    d *= scale;
+                    ar[s] = d;
+                    if (d > mx) mx = d;
+                }
+                float sum = 0.0f;
+                for (int s = 0; s <= t; s++) { ar[s] = expf(ar[s] - mx); sum += ar[s]; }
+                float inv = 1.0f / sum;
+                for (int s = 0; s <= t; s++) ar[s] *= inv;
+                for (int s = t + 1; s < T; s++) ar[s] = 0.0f;
+                float *o = out + (((size_t)b * T + t) * A + h) * hd;
+                for (int j = 0; j < hd; j++) o[j] = 0.0f;
+                for (int s = 0; s <= t; s++) {
+                    const float *vr = v + (((size_t)b * T + s) * KV + kh) * hd;
+                    float a = ar[s];
+                    for (int j = 0; j < hd; j++) o[j] += a * vr[j];
+                }
+            }
+}
+
+void k_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                const float *v, const float *att, int B, int T, int A, int KV, int hd) {
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int G = A / KV;
+    /* one task per (b, KV head): it owns dk, dv of that head and dq of its G query heads */
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int kh = 0; kh < KV; kh++) {
+            float *dpre = malloc((size_t)T * sizeof *dpre);   /* (T) scratch of one row */
+            if (!dpre) abort();
+            for (int g = 0; g < G; g++) {
+                int h = kh * G + g;
+                for (int t = 0; t < T; t++) {
+                    const float *ar = att + (((size_t)b * A + h) * T + t) * T;
+                    const float *go = dout + (((size_t)b * T + t) * A + h) * hd;
+                    const float *qr = q + (((size_t)b * T + t) * A + h) * hd;
+                    float *dqr = dq + (((size_t)b * T + t) * A + h) * hd;
+                    float sum = 0.0f;
+                    for (int s = 0; s <= t; s++) {
+                        const float *vr = v + (((size_t)b * T + s) * KV + kh) * hd;
+                        float d = 0.0f;
+                        for (int j = 0; j < hd; j++) d += go[j] * vr[j];
+                        dpre[s] = d;            /* d att[t][s] */
+                        sum += ar[s] * d;
+                    }
+                    for (int s = 0; s <= t; s++) {
+                        float dp = ar[s] * (dpre[s] - sum) * scale;   /* d score * scale */
+                        const float *kr = k + (((size_t)b * T + s) * KV + kh) * hd;
+                        float *dkr = dk + (((size_t)b * T + s) * KV + kh) * hd;
+                        float *dvr = dv + (((size_t)b * T + s) * KV + kh) * hd;
+                        float a = ar[s];
+                        for (int j = 0; j < hd; j++) {
+                            dqr[j] += dp * kr[j];
+                            dkr[j] += dp * qr[j];
+                            dvr[j] += a * go[j];
+                        }
+                    }
+                }
+            }
+            free(dpre);
+        }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* elementwise                                                                                  */
+
+void k_swiglu_fwd(float *out, const float *g, const float *u, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        float sig = 1.0f / (1.0f + expf(-x));
+        out[i] = x * sig * u[i];
+    }
+}
+
+void k_swiglu_bwd(float *dg, float *du, const float *dout, const float *g, const float *u, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        float sig = 1.0f / (1.0f + expf(-x));
+        float silu = x * sig;
+        if (du) du[i] += dout[i] * silu;
+        if (dg) dg[i] += dout[i] * u[i] * (sig * (1.0f + x * (1.0f - sig)));
+    }
+}
+
+void k_add_fwd(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void k_accumulate(float *dst, const float *src, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* embedding, cross-entropy                                                                     */
+
+void k_embed_fwd(float *out, const int *tok, const float *wte, int M, int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++) memcpy(out + (size_t)i * C, wte + (size_t)tok[i] * C, (size_t)C * sizeof(float));
+}
+
+void k_embed_bwd(float *dwte, const float *dout, const int *tok, int M, int C) {
+    int nch = (C + GPT_COL_CHUNK - 1) / GPT_COL_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < nch; ch++) {
+        int c0 = ch * GPT_COL_CHUNK, c1 = c0 + GPT_COL_CHUNK < C ? c0 + GPT_COL_CHUNK : C;
+        for (int i = 0; i < M; i++) {
+            float *d = dwte + (size_t)tok[i] * C;
+            const float *g = dout + (size_t)i * C;
+            for (int c = c0; c < c1; c++) d[c] += g[c];
+        }
+    }
+}
+
+float k_xent_fwd(float *probs, float *losses, const float *logits, const int *targets, int M, int V) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++) {
+        const float *l = logits + (size_t)i * V;
+        float *p = probs + (size_t)i * V;
+        float mx = -INFINITY;
+        for (int j = 0; j < V; j++) if (l[j] > mx) mx = l[j];
+        float sum = 0.0f;
+        for (int j = 0; j < V; j++) { p[j] = expf(l[j] - mx); sum += p[j]; }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < V; j++) p[j] *= inv;
+        losses[i] = logf(sum) - (l[targets[i]] - mx);
+    }
+    double total = 0.0;
+    for (int i = 0; i < M; i++) total += losses[i];
+    return (float)(total / M);
+}
+
+void k_xent_bwd(float *dlogits, const float *probs, const int *targets, int M, int V, float dloss) {
+    float s = dloss / (float)M;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++) {
+        const float *p = probs + (size_t)i * V;
+        float *d = dlogits + (size_t)i * V;
+        for (int j = 0; j < V; j++) d[j] += (p[j] - (j == targets[i] ? 1.0f : 0.0f)) * s;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* optimizer                                                                                    */
+
+void k_adamw(float *p, float *m, float *v, const float *g, size_t n, float lr, float b1, float b2,
+             float eps, float wd, int t) {
+    float decay = (float)(1.0 - (double)lr * wd);
+    float bc1 = (float)(1.0 - pow(b1, t));
+    float bc2s = (float)sqrt(1.0 - pow(b2, t));
+    float step = lr / bc1;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float pi = wd != 0.0f ? p[i] * decay : p[i];
+        float mi = m[i] * b1 + gi * (1.0f - b1);
+        float vi = v[i] * b2 + gi * gi * (1.0f - b2);
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi - step * (mi / (sqrtf(vi) / bc2s + eps));
+    }
+}

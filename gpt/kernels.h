@@ -1,0 +1,76 @@
+/* kernels.h: the trainer's operator kernels on flat float arrays (the CPU reference in
+ * kernels-cpu.c; CUDA kernels will implement the same list).
+ *
+ * Conventions (llm.c's): activations are row-major (B,T,C) flattened to (M = B*T, C);
+ * a linear layer's weight is (N, K) as nn.Linear, out = inp . W^T. Backward kernels ACCUMULATE
+ * (+=) into the gradients they are given (NULL: not wanted), so a tensor used twice gets the
+ * sum of both gradients. Every kernel is deterministic whatever the OpenMP thread count: threads
+ * split independent outputs only, and each output is summed in one fixed order.
+ */
+#ifndef GPT_KERNELS_H
+#define GPT_KERNELS_H
+
+#include <stddef.h>
+
+/* Once per process: pins OpenBLAS to one thread per call (the kernels split work into fixed
+ * blocks themselves, so results do not depend on the thread count). */
+void gpt_kernels_init(void);
+/* "openblas sgemm (fixed 64-row blocks, 1 BLAS thread per block) + openmp" or "plain loops". */
+const char *gpt_kernels_describe(void);
+
+/* out (M,N) = inp (M,K) . w (N,K)^T */
+void k_matmul_fwd(float *out, const float *inp, const float *w, int M, int K, int N);
+/* dinp (M,K) += dout (M,N) . w (N,K);  dw (N,K) += dout^T . inp (M,K) */
+void k_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                  int M, int K, int N);
+
+/* out (M,C) = x * rstd * w, rstd (M) = 1/sqrt(mean(x^2) + eps) */
+void k_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int M, int C, float eps);
+/* dx (M,C) +=, dw (C) += */
+void k_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, const float *rstd,
+                   const float *w, int M, int C);
+
+/* Rotary embedding over x (B,T,H,hd), pairs (j, j+hd/2) ("rotate half"), angle t*theta^(-2j/hd)
+ * given as tables cos, sin (T, hd/2). out (B,T,H,hd). */
+void k_rope_fwd(float *out, const float *x, const float *cos_t, const float *sin_t,
+                int B, int T, int H, int hd);
+/* dx (B,T,H,hd) += R^T dout */
+void k_rope_bwd(float *dx, const float *dout, const float *cos_t, const float *sin_t,
+                int B, int T, int H, int hd);
+
+/* Causal attention with grouped KV heads: q (B,T,A,hd), k v (B,T,KV,hd), head h reads KV head
+ * h / (A/KV). att (B,A,T,T) = softmax(q k^T / sqrt(hd)) (zero above the diagonal);
+ * out (B,T,A,hd). */
+void k_attn_fwd(float *out, float *att, const float *q, const float *k, const float *v,
+                int B, int T, int A, int KV, int hd);
+/* dq (B,T,A,hd) +=, dk dv (B,T,KV,hd) += */
+void k_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                const float *v, const float *att, int B, int T, int A, int KV, int hd);
+
+/* out (n) = silu(g) * u */
+void k_swiglu_fwd(float *out, const float *g, const float *u, size_t n);
+/* dg (n) +=, du (n) += */
+void k_swiglu_bwd(float *dg, float *du, const float *dout, const float *g, const float *u, size_t n);
+
+/* out (n) = a + b */
+void k_add_fwd(float *out, const float *a, const float *b, size_t n);
+/* dst (n) += src */
+void k_accumulate(float *dst, const float *src, size_t n);
+
+/* out (M,C) = wte[tok] (V,C) */
+void k_embed_fwd(float *out, const int *tok, const float *wte, int M, int C);
+/* dwte (V,C) += scatter of dout (M,C) by tok (rows in order) */
+void k_embed_bwd(float *dwte, const float *dout, const int *tok, int M, int C);
+
+/* probs (M,V) = softmax(logits), losses (M) = -log probs[target]; returns the mean loss
+ * (summed in double, in row order). */
+float k_xent_fwd(float *probs, float *losses, const float *logits, const int *targets, int M, int V);
+/* dlogits (M,V) += (probs - onehot(target)) * dloss / M */
+void k_xent_bwd(float *dlogits, const float *probs, const int *targets, int M, int V, float dloss);
+
+/* AdamW as torch.optim.AdamW (decoupled decay p *= 1 - lr*wd, then bias-corrected Adam);
+ * t = step number from 1. */
+void k_adamw(float *p, float *m, float *v, const float *g, size_t n, float lr, float b1, float b2,
+             float eps, float wd, int t);
+
+#endif /* GPT_KERNELS_H */

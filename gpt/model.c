@@ -1,0 +1,728 @@
+/* model.c: the Llama-style decoder of model.h: parameters, eager operators that record a tape,
+ * backward over the tape, recompute mode, AdamW, the weights file.
+ *
+ * Ownership in forward: an operator returns a new tensor holding one reference to its buffer;
+ * the forward code drops it after its last use (drop). An operator that needs a tensor in
+ * backward saves it through the hooks, which take their own reference, so a saved buffer lives
+ * exactly until backward releases it. Activation gradients are created (zeroed) at their
+ * first accumulation and freed as soon as the operator that produced the tensor has been
+ * walked back.
+ */
+#include "model.h"
+
+#include "kernels.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* operator call sites: a tag plus the line in this file (the same for every layer, as a
+ * Python call site would be) */
+#define SITE (0x6770740000000000ull | (uint64_t)__LINE__)
+
+enum {
+    OP_EMBED, OP_RMSNORM, OP_MATMUL, OP_ROPE, OP_ATTN, OP_SWIGLU, OP_ADD, OP_XENT, OP_CKPT, OP_COUNT
+};
+static const char *op_names[OP_COUNT] = {"embedding", "rmsnorm", "matmul", "rope", "attention",
+                                         "swiglu", "add", "cross_entropy", "checkpoint"};
+static const char *op_bwd_names[OP_COUNT] = {"embedding_bwd", "rmsnorm_bwd", "matmul_bwd",
+                                             "rope_bwd", "attention_bwd", "swiglu_bwd", "add_bwd",
+                                             "cross_entropy_bwd", "recompute"};
+
+/* ------------------------------------------------------------------------------------------ */
+/* configuration                                                                                */
+
+gpt_config gpt_config_default(void) {
+    gpt_config c;
+    memset(&c, 0, sizeof c);
+    c.layers = 2; c.hidden = 64; c.heads = 4; c.kv_heads = 2; c.ffn = 172;
+    c.seq = 64; c.batch = 4; c.vocab = 256;
+    c.rope_theta = 10000.0f; c.norm_eps = 1e-5f;
+    c.beta1 = 0.9f; c.beta2 = 0.95f; c.adam_eps = 1e-8f; c.weight_decay = 0.1f;
+    return c;
+}
+
+int gpt_config_check(const gpt_config *c, char *err, size_t errlen) {
+    if (c->layers < 1 || c->hidden < 2 || c->heads < 1 || c->kv_heads < 1 || c->ffn < 1 ||
+        c->seq < 1 || c->batch < 1 || c->vocab < 2) {
+        snprintf(err, errlen, "every size must be positive (layers, hidden, heads, kv-heads, ffn, seq, batch)");
+        return 1;
+    }
+    if (c->hidden % c->heads) {
+        snprintf(err, errlen, "hidden %d is not a multiple of heads %d", c->hidden, c->heads);
+        return 1;
+    }
+    if ((c->hidden / c->heads) % 2) {
+        snprintf(err, errlen, "head size hidden/heads = %d must be even (rotary pairs)", c->hidden / c->heads);
+        return 1;
+    }
+    if (c->heads % c->kv_heads) {
+        snprintf(err, errlen, "heads %d is not a multiple of kv-heads %d", c->heads, c->kv_heads);
+        return 1;
+    }
+    if ((uint64_t)c->batch * c->seq > (1u << 30) || (uint64_t)c->hidden * c->vocab > (1u << 30)) {
+        snprintf(err, errlen, "sizes too large");
+        return 1;
+    }
+    return 0;
+}
+
+static uint64_t charged(uint64_t n_floats) {
+    uint64_t b = n_floats * 4;
+    return (b + GPT_MEM_ALIGN - 1) & ~(uint64_t)(GPT_MEM_ALIGN - 1);
+}
+
+/* Calls fn for each parameter's element count, in file order. */
+static void param_sizes(const gpt_config *c, uint64_t *sizes, int *count) {
+    int n = 0;
+    uint64_t C = c->hidden, hd = c->hidden / c->heads, KVd = hd * c->kv_heads, F = c->ffn, V = c->vocab;
+    sizes[n++] = V * C;
+    for (int l = 0; l < c->layers; l++) {
+        sizes[n++] = C; sizes[n++] = C * C; sizes[n++] = KVd * C; sizes[n++] = KVd * C;
+        sizes[n++] = C * C; sizes[n++] = C; sizes[n++] = F * C; sizes[n++] = F * C; sizes[n++] = C * F;
+    }
+    sizes[n++] = C;
+    sizes[n++] = V * C;
+    *count = n;
+}
+
+uint64_t gpt_param_count(const gpt_config *c) {
+    uint64_t *s = malloc(sizeof(uint64_t) * (9 * (size_t)c->layers + 3));
+    int n;
+    uint64_t total = 0;
+    if (!s) return 0;
+    param_sizes(c, s, &n);
+    for (int i = 0; i < n; i++) total += s[i];
+    free(s);
+    return total;
+}
+
+uint64_t gpt_state_bytes(const gpt_config *c) {
+    uint64_t *s = malloc(sizeof(uint64_t) * (9 * (size_t)c->layers + 3));
+    int n;
+    uint64_t total = 0;
+    if (!s) return 0;
+    param_sizes(c, s, &n);
+    for (int i = 0; i < n; i++) total += 4 * charged(s[i]);   /* weight, grad, m, v */
+    free(s);
+    total += 2 * charged((uint64_t)c->seq * (c->hidden / c->heads / 2));
+    return total;
+}
+
+const char *gpt_mode_name(gpt_mode m) {
+    static const char *n[GPT_MODE_COUNT] = {"none", "recompute", "smartswap", "offload-all"};
+    return (unsigned)m < GPT_MODE_COUNT ? n[m] : "?";
+}
+
+int gpt_mode_parse(const char *s) {
+    for (int i = 0; i < GPT_MODE_COUNT; i++) if (!strcmp(s, gpt_mode_name((gpt_mode)i))) return i;
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* errors, tensors                                                                              */
+
+static void fail(gpt_model *m, const char *fmt, ...) {
+    if (m->err) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->errmsg, sizeof m->errmsg, fmt, ap);
+    va_end(ap);
+    m->err = 1;
+}
+
+static float *F(const gpt_buf *b) { return (float *)b->ptr; }
+
+/* A tensor of the iteration with a fresh ACT buffer (one reference); NULL after an error. */
+static gpt_tensor *new_act(gpt_model *m, const char *name, int layer, int ndim, int d0, int d1, int d2, int d3) {
+    if (m->err) return NULL;
+    gpt_tensor *t = calloc(1, sizeof *t);
+    if (!t) { fail(m, "out of host memory"); return NULL; }
+    if (layer >= 0) snprintf(t->name, sizeof t->name, "L%d.%s", layer, name);
+    else snprintf(t->name, sizeof t->name, "%s", name);
+    int d[4] = {d0, d1, d2, d3};
+    t->ndim = ndim;
+    t->n = 1;
+    for (int i = 0; i < ndim; i++) { t->shape[i] = d[i]; t->n *= (size_t)d[i]; }
+    t->next = m->acts;
+    m->acts = t;
+    t->buf = gpt_mem_alloc(m->mem, t->name, t->n * sizeof(float), GPT_MEM_ACT);
+    if (!t->buf) { fail(m, "%s", m->mem->err); return NULL; }
+    return t;
+}
+
+/* The forward code's reference to t's data is gone. */
+static void drop(gpt_model *m, gpt_tensor *t) {
+    if (!t || !t->buf) return;
+    gpt_buf_unref(m->mem, t->buf);
+    t->buf = NULL;
+}
+
+/* t's gradient buffer, zeroed at creation. */
+static float *gradof(gpt_model *m, gpt_tensor *t) {
+    if (m->err) return NULL;
+    if (!t->grad) {
+        char name[64];
+        snprintf(name, sizeof name, "grad.%s", t->name);
+        t->grad = gpt_mem_calloc(m->mem, name, t->n * sizeof(float), GPT_MEM_AGRAD);
+        if (!t->grad) { fail(m, "%s", m->mem->err); return NULL; }
+    }
+    return F(t->grad);
+}
+
+static void report_op(gpt_model *m, int kind, uint64_t site, int backward) {
+    m->stats.ops++;
+    m->hooks.op(m->hooks.user, backward ? op_bwd_names[kind] : op_names[kind], site);
+}
+
+/* A new tape node (only while recording); NULL after an error. */
+static gpt_node *push_node(gpt_model *m, int kind, int layer, uint64_t site) {
+    if (m->err || !m->recording) return NULL;
+    if (m->ntape == m->captape) {
+        size_t cap = m->captape ? 2 * m->captape : 64;
+        gpt_node *t = realloc(m->tape, cap * sizeof *t);
+        if (!t) { fail(m, "out of host memory for the tape"); return NULL; }
+        m->tape = t;
+        m->captape = cap;
+    }
+    gpt_node *n = &m->tape[m->ntape++];
+    memset(n, 0, sizeof *n);
+    n->kind = kind;
+    n->layer = layer;
+    n->site = site;
+    n->B = m->B;
+    n->T = m->T;
+    return n;
+}
+
+static void save(gpt_model *m, gpt_node *n, gpt_tensor *t) {
+    if (m->err || !n) return;
+    gpt_save_info info;
+    memset(&info, 0, sizeof info);
+    info.op = op_names[n->kind];
+    info.site = n->site;
+    info.ndim = t->ndim;
+    for (int i = 0; i < t->ndim; i++) info.shape[i] = t->shape[i];
+    info.bytes = t->n * sizeof(float);
+    info.ordinal = n->nsaved;
+    info.layer = n->layer;
+    uint64_t h = 0;
+    if (m->hooks.save(m->hooks.user, t->buf, &info, &h)) {
+        fail(m, "saving %s: %s", t->name, m->hooks.error(m->hooks.user));
+        return;
+    }
+    n->saved[n->nsaved++] = h;
+    m->stats.saves++;
+    m->stats.saved_bytes += info.bytes;
+}
+
+static float *load(gpt_model *m, uint64_t h) {
+    void *p = NULL;
+    if (m->err) return NULL;
+    if (m->hooks.load(m->hooks.user, h, &p)) {
+        fail(m, "loading a saved tensor: %s", m->hooks.error(m->hooks.user));
+        return NULL;
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* forward operators: each reports itself, computes, and records what its backward needs       */
+
+/* x (B,T,C) = wte[tokens] */
+static gpt_tensor *op_embed(gpt_model *m, uint64_t site) {
+    int B = m->B, T = m->T, C = m->cfg.hidden;
+    report_op(m, OP_EMBED, site, 0);
+    gpt_tensor *x = new_act(m, "embed", -1, 3, B, T, C, 0);
+    if (!x) return NULL;
+    k_embed_fwd(F(x->buf), m->tokens, F(m->wte->buf), B * T, C);
+    gpt_node *n = push_node(m, OP_EMBED, -1, site);
+    if (n) { n->w = m->wte; n->out = x; }
+    return x;
+}
+
+/* y (B,T,C) = rmsnorm(x (B,T,C)) * w (C); saves x and rstd (B,T) */
+static gpt_tensor *op_rmsnorm(gpt_model *m, gpt_tensor *x, gpt_tensor *w, const char *name, int layer,
+                              uint64_t site) {
+    if (m->err || !x) return NULL;
+    int B = m->B, T = m->T, C = m->cfg.hidden;
+    report_op(m, OP_RMSNORM, site, 0);
+    char rn[48];
+    snprintf(rn, sizeof rn, "%s.rstd", name);
+    gpt_tensor *y = new_act(m, name, layer, 3, B, T, C, 0);
+    gpt_tensor *r = new_act(m, rn, layer, 2, B, T, 0, 0);
+    if (!y || !r) { drop(m, y); drop(m, r); return NULL; }
+    k_rmsnorm_fwd(F(y->buf), F(r->buf), F(x->buf), F(w->buf), B * T, C, m->cfg.norm_eps);
+    gpt_node *n = push_node(m, OP_RMSNORM, layer, site);
+    if (n) { n->in[0] = x; n->w = w; n->out = y; save(m, n, x); save(m, n, r); }
+    drop(m, r);
+    return y;
+}
+
+/* y (B,T,N) = x (B,T,K) . w (N,K)^T; saves x */
+static gpt_tensor *op_matmul(gpt_model *m, gpt_tensor *x, gpt_tensor *w, const char *name, int layer,
+                             uint64_t site) {
+    if (m->err || !x) return NULL;
+    int B = m->B, T = m->T, N = w->shape[0], K = w->shape[1];
+    report_op(m, OP_MATMUL, site, 0);
+    gpt_tensor *y = new_act(m, name, layer, 3, B, T, N, 0);
+    if (!y) return NULL;
+    k_matmul_fwd(F(y->buf), F(x->buf), F(w->buf), B * T, K, N);
+    gpt_node *n = push_node(m, OP_MATMUL, layer, site);
+    if (n) { n->in[0] = x; n->w = w; n->out = y; save(m, n, x); }
+    return y;
+}
+
+/* y (B,T,H,hd) = rope(x (B,T,H*hd)); saves nothing (linear in x) */
+static gpt_tensor *op_rope(gpt_model *m, gpt_tensor *x, int H, const char *name, int layer, uint64_t site) {
+    if (m->err || !x) return NULL;
+    int B = m->B, T = m->T, hd = m->cfg.hidden / m->cfg.heads;
+    report_op(m, OP_ROPE, site, 0);
+    gpt_tensor *y = new_act(m, name, layer, 4, B, T, H, hd);
+    if (!y) return NULL;
+    k_rope_fwd(F(y->buf), F(x->buf), F(m->rope_cos), F(m->rope_sin), B, T, H, hd);
+    gpt_node *n = push_node(m, OP_ROPE, layer, site);
+    if (n) { n->in[0] = x; n->out = y; }
+    return y;
+}
+
+/* y (B,T,A*hd) = causal attention of q (B,T,A,hd), k v (B,T,KV,hd); saves q, k, v, att (B,A,T,T) */
+static gpt_tensor *op_attention(gpt_model *m, gpt_tensor *q, gpt_tensor *k, gpt_tensor *v, int layer,
+                                uint64_t site) {
+    if (m->err || !q || !k || !v) return NULL;
+    int B = m->B, T = m->T, A = m->cfg.heads, KV = m->cfg.kv_heads, hd = m->cfg.hidden / A;
+    report_op(m, OP_ATTN, site, 0);
+    gpt_tensor *y = new_act(m, "attn.out", layer, 3, B, T, A * hd, 0);
+    gpt_tensor *att = new_act(m, "attn.probs", layer, 4, B, A, T, T);
+    if (!y || !att) { drop(m, y); drop(m, att); return NULL; }
+    k_attn_fwd(F(y->buf), F(att->buf), F(q->buf), F(k->buf), F(v->buf), B, T, A, KV, hd);
+    gpt_node *n = push_node(m, OP_ATTN, layer, site);
+    if (n) {
+        n->in[0] = q; n->in[1] = k; n->in[2] = v; n->out = y;
+        save(m, n, q); save(m, n, k); save(m, n, v); save(m, n, att);
+    }
+    drop(m, att);
+    return y;
+}
+
+/* y (B,T,F) = silu(g) * u; saves g, u */
+static gpt_tensor *op_swiglu(gpt_model *m, gpt_tensor *g, gpt_tensor *u, int layer, uint64_t site) {
+    if (m->err || !g || !u) return NULL;
+    report_op(m, OP_SWIGLU, site, 0);
+    gpt_tensor *y = new_act(m, "mlp.act", layer, 3, m->B, m->T, m->cfg.ffn, 0);
+    if (!y) return NULL;
+    k_swiglu_fwd(F(y->buf), F(g->buf), F(u->buf), y->n);
+    gpt_node *n = push_node(m, OP_SWIGLU, layer, site);
+    if (n) { n->in[0] = g; n->in[1] = u; n->out = y; save(m, n, g); save(m, n, u); }
+    return y;
+}
+
+/* y (B,T,C) = a + b; saves nothing */
+static gpt_tensor *op_add(gpt_model *m, gpt_tensor *a, gpt_tensor *b, const char *name, int layer,
+                          uint64_t site) {
+    if (m->err || !a || !b) return NULL;
+    report_op(m, OP_ADD, site, 0);
+    gpt_tensor *y = new_act(m, name, layer, 3, m->B, m->T, m->cfg.hidden, 0);
+    if (!y) return NULL;
+    k_add_fwd(F(y->buf), F(a->buf), F(b->buf), y->n);
+    gpt_node *n = push_node(m, OP_ADD, layer, site);
+    if (n) { n->in[0] = a; n->in[1] = b; n->out = y; }
+    return y;
+}
+
+/* mean cross-entropy of logits (B,T,V) against targets; saves probs (B,T,V) */
+static float op_xent(gpt_model *m, gpt_tensor *logits, uint64_t site) {
+    if (m->err || !logits) return 0.0f;
+    int B = m->B, T = m->T, V = m->cfg.vocab;
+    report_op(m, OP_XENT, site, 0);
+    gpt_tensor *p = new_act(m, "probs", -1, 3, B, T, V, 0);
+    gpt_tensor *ls = new_act(m, "losses", -1, 2, B, T, 0, 0);
+    if (!p || !ls) { drop(m, p); drop(m, ls); return 0.0f; }
+    float loss = k_xent_fwd(F(p->buf), F(ls->buf), F(logits->buf), m->targets, B * T, V);
+    gpt_node *n = push_node(m, OP_XENT, -1, site);
+    if (n) { n->in[0] = logits; save(m, n, p); }
+    drop(m, p);
+    drop(m, ls);
+    return loss;
+}
+
+/* One decoder layer: x (B,T,C) -> (B,T,C). The caller keeps (and later drops) its reference to x. */
+static gpt_tensor *layer_forward(gpt_model *m, int l, gpt_tensor *x) {
+    gpt_layer *p = &m->layer[l];
+    int A = m->cfg.heads, KV = m->cfg.kv_heads;
+    gpt_tensor *h1 = op_rmsnorm(m, x, p->rms1, "attn.norm", l, SITE);     /* (B,T,C) */
+    gpt_tensor *q = op_matmul(m, h1, p->wq, "attn.q", l, SITE);           /* (B,T,A*hd) */
+    gpt_tensor *k = op_matmul(m, h1, p->wk, "attn.k", l, SITE);           /* (B,T,KV*hd) */
+    gpt_tensor *v = op_matmul(m, h1, p->wv, "attn.v", l, SITE);           /* (B,T,KV*hd) */
+    drop(m, h1);
+    gpt_tensor *qr = op_rope(m, q, A, "attn.q.rope", l, SITE);            /* (B,T,A,hd) */
+    drop(m, q);
+    gpt_tensor *kr = op_rope(m, k, KV, "attn.k.rope", l, SITE);           /* (B,T,KV,hd) */
+    drop(m, k);
+    gpt_tensor *a = op_attention(m, qr, kr, v, l, SITE);                  /* (B,T,C) */
+    drop(m, qr); drop(m, kr); drop(m, v);
+    gpt_tensor *o = op_matmul(m, a, p->wo, "attn.proj", l, SITE);         /* (B,T,C) */
+    drop(m, a);
+    gpt_tensor *x2 = op_add(m, x, o, "resid.attn", l, SITE);              /* (B,T,C) */
+    drop(m, o);
+    gpt_tensor *h2 = op_rmsnorm(m, x2, p->rms2, "mlp.norm", l, SITE);     /* (B,T,C) */
+    gpt_tensor *g = op_matmul(m, h2, p->w1, "mlp.gate", l, SITE);         /* (B,T,F) */
+    gpt_tensor *u = op_matmul(m, h2, p->w3, "mlp.up", l, SITE);           /* (B,T,F) */
+    drop(m, h2);
+    gpt_tensor *s = op_swiglu(m, g, u, l, SITE);                          /* (B,T,F) */
+    drop(m, g); drop(m, u);
+    gpt_tensor *d = op_matmul(m, s, p->w2, "mlp.down", l, SITE);          /* (B,T,C) */
+    drop(m, s);
+    gpt_tensor *x3 = op_add(m, x2, d, "resid.mlp", l, SITE);              /* (B,T,C) */
+    drop(m, x2); drop(m, d);
+    return m->err ? NULL : x3;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* backward                                                                                     */
+
+static void backward_to(gpt_model *m, size_t stop);
+
+/* Recompute mode: the node holds the layer input x (saved) and the layer output y. Re-runs the
+ * layer's forward from a copy of x while recording, hands y's gradient to the recomputed
+ * output, and walks the recorded nodes back; x's gradient accumulates as in mode none. */
+static void ckpt_backward(gpt_model *m, gpt_node nd) {
+    gpt_tensor *x = nd.in[0], *y = nd.out;
+    float *xs = load(m, nd.saved[0]);
+    if (m->err) return;
+    char name[64];
+    snprintf(name, sizeof name, "%s.recompute", x->name);
+    x->buf = gpt_mem_alloc(m->mem, name, x->n * sizeof(float), GPT_MEM_ACT);
+    if (!x->buf) { fail(m, "%s", m->mem->err); return; }
+    memcpy(x->buf->ptr, xs, x->n * sizeof(float));
+    m->hooks.release(m->hooks.user, nd.saved[0]);
+    size_t stop = m->ntape;
+    m->recording = 1;
+    uint64_t ops0 = m->stats.ops;
+    gpt_tensor *y2 = layer_forward(m, nd.layer, x);
+    m->stats.recomputed_ops += m->stats.ops - ops0;
+    m->recording = 0;
+    drop(m, x);
+    if (m->err) return;
+    drop(m, y2);
+    y2->grad = y->grad;     /* the gradient of the layer output moves to its recomputation */
+    y->grad = NULL;
+    backward_to(m, stop);
+}
+
+static void node_backward(gpt_model *m, gpt_node *n) {
+    int B = n->B, T = n->T, M = B * T, C = m->cfg.hidden;
+    int A = m->cfg.heads, KV = m->cfg.kv_heads, hd = C / A;
+    if (n->kind == OP_CKPT) {
+        report_op(m, OP_CKPT, n->site, 1);
+        ckpt_backward(m, *n);
+        return;
+    }
+    report_op(m, n->kind, n->site, 1);
+    float *dout = (n->out && n->out->grad) ? F(n->out->grad) : NULL;
+    if (n->out && !dout) {
+        /* nothing flowed into this output (cannot happen in this model) */
+        fail(m, "internal: no gradient reaches %s", n->out->name);
+        return;
+    }
+    float *s[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < n->nsaved; i++) s[i] = load(m, n->saved[i]);
+    if (m->err) return;
+    switch (n->kind) {
+    case OP_EMBED:
+        k_embed_bwd(F(n->w->grad), dout, m->tokens, M, C);
+        break;
+    case OP_RMSNORM: {
+        float *dx = gradof(m, n->in[0]);
+        if (dx) k_rmsnorm_bwd(dx, F(n->w->grad), dout, s[0], s[1], F(n->w->buf), M, C);
+        break;
+    }
+    case OP_MATMUL: {
+        float *dx = gradof(m, n->in[0]);
+        if (dx) k_matmul_bwd(dx, F(n->w->grad), dout, s[0], F(n->w->buf), M, n->w->shape[1], n->w->shape[0]);
+        break;
+    }
+    case OP_ROPE: {
+        float *dx = gradof(m, n->in[0]);
+        if (dx) k_rope_bwd(dx, dout, F(m->rope_cos), F(m->rope_sin), B, T, n->out->shape[2], hd);
+        break;
+    }
+    case OP_ATTN: {
+        float *dq = gradof(m, n->in[0]), *dk = gradof(m, n->in[1]), *dv = gradof(m, n->in[2]);
+        if (dq && dk && dv) k_attn_bwd(dq, dk, dv, dout, s[0], s[1], s[2], s[3], B, T, A, KV, hd);
+        break;
+    }
+    case OP_SWIGLU: {
+        float *dg = gradof(m, n->in[0]), *du = gradof(m, n->in[1]);
+        if (dg && du) k_swiglu_bwd(dg, du, dout, s[0], s[1], n->out->n);
+        break;
+    }
+    case OP_ADD: {
+        float *da = gradof(m, n->in[0]);
+        if (da) k_accumulate(da, dout, n->out->n);
+        float *db = gradof(m, n->in[1]);
+        if (db) k_accumulate(db, dout, n->out->n);
+        break;
+    }
+    case OP_XENT: {
+        float *dl = gradof(m, n->in[0]);
+        if (dl) k_xent_bwd(dl, s[0], m->targets, M, m->cfg.vocab, 1.0f);
+        break;
+    }
+    default:
+        fail(m, "internal: unknown tape node %d", n->kind);
+    }
+    for (int i = 0; i < n->nsaved; i++) m->hooks.release(m->hooks.user, n->saved[i]);
+    n->nsaved = 0;
+    if (n->out) { gpt_buf_unref(m->mem, n->out->grad); n->out->grad = NULL; }
+}
+
+/* Walks the tape back down to index stop, popping nodes. */
+static void backward_to(gpt_model *m, size_t stop) {
+    while (m->ntape > stop && !m->err) {
+        gpt_node nd = m->tape[--m->ntape];    /* a copy: recompute pushes new nodes */
+        node_backward(m, &nd);
+    }
+}
+
+/* Frees everything the iteration still holds (after success: only tensor structs). */
+static void end_iteration(gpt_model *m) {
+    for (size_t i = 0; i < m->ntape; i++)
+        for (int j = 0; j < m->tape[i].nsaved; j++) m->hooks.release(m->hooks.user, m->tape[i].saved[j]);
+    m->ntape = 0;
+    gpt_tensor *t = m->acts;
+    while (t) {
+        gpt_tensor *next = t->next;
+        gpt_buf_unref(m->mem, t->buf);
+        gpt_buf_unref(m->mem, t->grad);
+        free(t);
+        t = next;
+    }
+    m->acts = NULL;
+    m->recording = 0;
+}
+
+static float forward(gpt_model *m, int record) {
+    m->recording = record;
+    gpt_tensor *x = op_embed(m, SITE);                                    /* (B,T,C) */
+    for (int l = 0; l < m->cfg.layers && !m->err; l++) {
+        gpt_tensor *y;
+        if (record && m->mode == GPT_MODE_RECOMPUTE) {
+            m->recording = 0;
+            y = layer_forward(m, l, x);
+            m->recording = 1;
+            report_op(m, OP_CKPT, SITE, 0);
+            gpt_node *n = push_node(m, OP_CKPT, l, SITE);
+            if (n && y) { n->in[0] = x; n->out = y; save(m, n, x); }
+        } else {
+            y = layer_forward(m, l, x);
+        }
+        drop(m, x);
+        x = y;
+    }
+    gpt_tensor *h = op_rmsnorm(m, x, m->normf, "final.norm", -1, SITE);   /* (B,T,C) */
+    drop(m, x);
+    gpt_tensor *logits = op_matmul(m, h, m->wout, "logits", -1, SITE);    /* (B,T,V) */
+    drop(m, h);
+    float loss = op_xent(m, logits, SITE);
+    drop(m, logits);
+    return loss;
+}
+
+static int begin(gpt_model *m, const int *tokens, const int *targets, int B, int T) {
+    m->err = 0;
+    m->errmsg[0] = 0;
+    if (B < 1 || T < 1 || T > m->cfg.seq) {
+        fail(m, "batch %d x %d: the sequence must be 1..%d", B, T, m->cfg.seq);
+        return 1;
+    }
+    for (int i = 0; i < B * T; i++)
+        if ((unsigned)tokens[i] >= (unsigned)m->cfg.vocab || (unsigned)targets[i] >= (unsigned)m->cfg.vocab) {
+            fail(m, "token %d at %d is outside the vocabulary 0..%d", tokens[i], i, m->cfg.vocab - 1);
+            return 1;
+        }
+    m->tokens = tokens; m->targets = targets; m->B = B; m->T = T;
+    memset(&m->stats, 0, sizeof m->stats);
+    gpt_mem_reset_peak(m->mem);
+    return 0;
+}
+
+int gpt_forward(gpt_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
+    if (begin(m, tokens, targets, B, T)) return 1;
+    float l = forward(m, 0);
+    end_iteration(m);
+    if (m->err) return 1;
+    *loss = l;
+    return 0;
+}
+
+int gpt_forward_backward(gpt_model *m, const int *tokens, const int *targets, int B, int T, int step,
+                         float *loss) {
+    if (begin(m, tokens, targets, B, T)) return 1;
+    if (!m->grads_ready) {
+        for (int i = 0; i < m->nparams && !m->err; i++) {
+            gpt_tensor *p = m->params[i];
+            char name[64];
+            snprintf(name, sizeof name, "grad.%s", p->name);
+            p->grad = gpt_mem_alloc(m->mem, name, p->n * sizeof(float), GPT_MEM_GRAD);
+            if (!p->grad) fail(m, "%s", m->mem->err);
+        }
+        if (m->err) return 1;
+        m->grads_ready = 1;
+    }
+    for (int i = 0; i < m->nparams; i++) memset(m->params[i]->grad->ptr, 0, m->params[i]->n * sizeof(float));
+    m->hooks.iter_begin(m->hooks.user, step);
+    float l = forward(m, 1);
+    m->recording = 0;
+    backward_to(m, 0);
+    m->stats.peak_bytes = m->mem->peak;
+    m->stats.act_peak_bytes = m->mem->act_peak;
+    end_iteration(m);
+    m->hooks.iter_end(m->hooks.user);
+    if (m->err) return 1;
+    *loss = l;
+    return 0;
+}
+
+int gpt_update(gpt_model *m, float lr) {
+    m->err = 0;
+    if (!m->grads_ready) { fail(m, "gpt_update before any backward"); return 1; }
+    for (int i = 0; i < m->nparams; i++) {
+        gpt_tensor *p = m->params[i];
+        if (!p->adam_m) {
+            char name[64];
+            snprintf(name, sizeof name, "adam.m.%s", p->name);
+            p->adam_m = gpt_mem_calloc(m->mem, name, p->n * sizeof(float), GPT_MEM_OPTIM);
+            snprintf(name, sizeof name, "adam.v.%s", p->name);
+            p->adam_v = p->adam_m ? gpt_mem_calloc(m->mem, name, p->n * sizeof(float), GPT_MEM_OPTIM) : NULL;
+            if (!p->adam_v) { fail(m, "%s", m->mem->err); return 1; }
+        }
+    }
+    m->adam_t++;
+    for (int i = 0; i < m->nparams; i++) {
+        gpt_tensor *p = m->params[i];
+        k_adamw(F(p->buf), F(p->adam_m), F(p->adam_v), F(p->grad), p->n, lr, m->cfg.beta1, m->cfg.beta2,
+                m->cfg.adam_eps, p->decay ? m->cfg.weight_decay : 0.0f, m->adam_t);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* init                                                                                         */
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static gpt_tensor *new_param(gpt_model *m, const char *name, int layer, int rows, int cols, float bound,
+                             uint64_t *rng) {
+    if (m->err) return NULL;
+    gpt_tensor *t = calloc(1, sizeof *t);
+    if (!t) { fail(m, "out of host memory"); return NULL; }
+    if (layer >= 0) snprintf(t->name, sizeof t->name, "L%d.%s", layer, name);
+    else snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->n = (size_t)rows * (cols ? cols : 1);
+    t->decay = cols ? 1 : 0;
+    m->params[m->nparams++] = t;
+    t->buf = gpt_mem_alloc(m->mem, t->name, t->n * sizeof(float), GPT_MEM_WEIGHT);
+    if (!t->buf) { fail(m, "%s", m->mem->err); return t; }
+    float *w = F(t->buf);
+    for (size_t i = 0; i < t->n; i++) {
+        if (bound == 0.0f) { w[i] = 1.0f; continue; }
+        /* 24 random bits -> an exact float in [-1, 1), times the bound: one rounding */
+        float u = (float)((int32_t)(splitmix64(rng) >> 40) - (1 << 23)) * (1.0f / (1 << 23));
+        w[i] = u * bound;
+    }
+    return t;
+}
+
+int gpt_model_init(gpt_model *m, const gpt_config *c, gpt_mem *mem, const gpt_hooks *hooks, gpt_mode mode,
+                   uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *c;
+    m->mem = mem;
+    m->hooks = *hooks;
+    m->mode = mode;
+    if (gpt_config_check(c, m->errmsg, sizeof m->errmsg)) { m->err = 1; return 1; }
+    gpt_kernels_init();
+    int L = c->layers, C = c->hidden, hd = C / c->heads, KVd = hd * c->kv_heads, Fd = c->ffn, V = c->vocab;
+    m->params = calloc(9 * (size_t)L + 3, sizeof *m->params);
+    m->layer = calloc((size_t)L, sizeof *m->layer);
+    if (!m->params || !m->layer) { fail(m, "out of host memory"); return 1; }
+    uint64_t rng = seed ^ 0x5eed5eed5eed5eedull;
+    float resid = 1.0f / sqrtf(2.0f * L);
+    m->wte = new_param(m, "wte", -1, V, C, 1.0f, &rng);
+    for (int l = 0; l < L; l++) {
+        gpt_layer *p = &m->layer[l];
+        p->rms1 = new_param(m, "rms1", l, C, 0, 0.0f, &rng);
+        p->wq = new_param(m, "wq", l, C, C, 1.0f / sqrtf((float)C), &rng);
+        p->wk = new_param(m, "wk", l, KVd, C, 1.0f / sqrtf((float)C), &rng);
+        p->wv = new_param(m, "wv", l, KVd, C, 1.0f / sqrtf((float)C), &rng);
+        p->wo = new_param(m, "wo", l, C, C, resid / sqrtf((float)C), &rng);
+        p->rms2 = new_param(m, "rms2", l, C, 0, 0.0f, &rng);
+        p->w1 = new_param(m, "w1", l, Fd, C, 1.0f / sqrtf((float)C), &rng);
+        p->w3 = new_param(m, "w3", l, Fd, C, 1.0f / sqrtf((float)C), &rng);
+        p->w2 = new_param(m, "w2", l, C, Fd, resid / sqrtf((float)Fd), &rng);
+    }
+    m->normf = new_param(m, "normf", -1, C, 0, 0.0f, &rng);
+    m->wout = new_param(m, "wout", -1, V, C, 1.0f / sqrtf((float)C), &rng);
+    if (m->err) return 1;
+    /* RoPE tables (T, hd/2): angles in double, rounded once to float */
+    int h2 = hd / 2, T = c->seq;
+    m->rope_cos = gpt_mem_alloc(mem, "rope.cos", (size_t)T * h2 * sizeof(float), GPT_MEM_CONST);
+    m->rope_sin = m->rope_cos ? gpt_mem_alloc(mem, "rope.sin", (size_t)T * h2 * sizeof(float), GPT_MEM_CONST) : NULL;
+    if (!m->rope_sin) { fail(m, "%s", mem->err); return 1; }
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < h2; j++) {
+            double inv = pow((double)c->rope_theta, -2.0 * j / hd);
+            double ang = t * inv;
+            F(m->rope_cos)[(size_t)t * h2 + j] = (float)cos(ang);
+            F(m->rope_sin)[(size_t)t * h2 + j] = (float)sin(ang);
+        }
+    return 0;
+}
+
+void gpt_model_free(gpt_model *m) {
+    end_iteration(m);
+    for (int i = 0; i < m->nparams; i++) {
+        gpt_tensor *p = m->params[i];
+        gpt_buf_unref(m->mem, p->buf);
+        gpt_buf_unref(m->mem, p->grad);
+        gpt_buf_unref(m->mem, p->adam_m);
+        gpt_buf_unref(m->mem, p->adam_v);
+        free(p);
+    }
+    if (m->rope_cos) gpt_buf_unref(m->mem, m->rope_cos);
+    if (m->rope_sin) gpt_buf_unref(m->mem, m->rope_sin);
+    free(m->params);
+    free(m->layer);
+    free(m->tape);
+    memset(m, 0, sizeof *m);
+}
+
+int gpt_save_weights(gpt_model *m, const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) { snprintf(m->errmsg, sizeof m->errmsg, "cannot write %.200s", tmp); return 1; }
+    int32_t hdr[10] = {0x57545047 /* "GPTW" */, 1, m->cfg.layers, m->cfg.hidden, m->cfg.heads,
+                       m->cfg.kv_heads, m->cfg.ffn, m->cfg.vocab, m->cfg.seq, m->nparams};
+    int ok = fwrite(hdr, sizeof hdr, 1, f) == 1;
+    for (int i = 0; ok && i < m->nparams; i++)
+        ok = fwrite(m->params[i]->buf->ptr, sizeof(float), m->params[i]->n, f) == m->params[i]->n;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        snprintf(m->errmsg, sizeof m->errmsg, "writing %s failed (disk full?)", path);
+        return 1;
+    }
+    return 0;
+}
