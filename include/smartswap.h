@@ -176,6 +176,224 @@ ss_status ss_parse_size(const char *text, uint64_t *out);
 /* Formats a byte count for people: "1.50 GiB". Returns buf. */
 char *ss_format_size(uint64_t bytes, char *buf, size_t len);
 
+/* ======================================================================================== */
+/* framework API (src/api.c, src/profile.c, src/stage.c; call by call: docs/api.md)         */
+/* ======================================================================================== */
+/*
+ * One context per training process and device. The caller brackets each iteration (for a
+ * trainer: one optimizer step, all micro-batches; an iteration without backward, such as an
+ * evaluation step, is legal), reports each operator, each tensor saved for backward, each load
+ * of a saved tensor in backward, and each release. smartswap profiles the operator sequence,
+ * runs the stage machine (WarmUp -> GenPolicy -> Stable) and, once the executor lands, swaps.
+ *
+ * Memory ownership, chosen per context:
+ *  - SS_MEM_SMARTSWAP (the C trainer): saved tensors are blocks of smartswap's allocator
+ *    (ss_ctx_save_block). From save until release the block belongs to the context; release
+ *    returns it to the allocator. ss_ctx_load may return another pointer (a swapped-in copy).
+ *  - SS_MEM_FRAMEWORK (hooks-only PyTorch adapter): the framework owns every byte and its
+ *    compute stream (wrapped with ss_stream_wrap). What smartswap needs the framework to do
+ *    (allocate a buffer for a swap-in, drop its reference to a swapped-out tensor) comes back as
+ *    actions the caller polls (ss_ctx_actions) and executes; smartswap never calls back.
+ *
+ * Threading contract:
+ *  - "driving thread" calls: ss_ctx_iter_begin, ss_ctx_iter_end, ss_ctx_op, ss_ctx_save,
+ *    ss_ctx_save_block, ss_ctx_set_mem. At any moment at most one thread makes them, and
+ *    successive makers must be ordered by the caller (PyTorch: the forward thread, then
+ *    autograd's backward thread while the forward thread waits inside backward(), then the
+ *    forward thread again: torch's own synchronisation orders them). ss_ctx_op is lock-free.
+ *  - "any thread" calls, concurrently with each other and with the driving thread:
+ *    ss_ctx_intern, ss_ctx_phase, ss_ctx_load, ss_ctx_release, ss_ctx_actions,
+ *    ss_ctx_action_done, ss_ctx_stage, ss_ctx_get_stats, ss_ctx_last_report. They take the
+ *    context's lock (ss_ctx_stage reads one atomic).
+ *  - ss_ctx_new / ss_ctx_free must not race with any other call on the context.
+ *
+ * SMARTSWAP_DISABLE=1 (options.disable): every call is a pass-through: handles still map to the
+ * caller's pointers so that the caller's code path does not change, but nothing is profiled,
+ * planned or swapped, and no action is ever queued.
+ */
+
+typedef struct ss_ctx ss_ctx_t;
+
+typedef enum ss_mem_owner {
+    SS_MEM_FRAMEWORK = 0,   /* the framework owns memory and streams (PyTorch hooks-only) */
+    SS_MEM_SMARTSWAP = 1    /* smartswap's allocator, device and streams (the C trainer) */
+} ss_mem_owner;
+
+typedef struct ss_ctx_config {
+    ss_options   opts;       /* disable, warmup_iters, plan_cache_size, max_detailed, ... */
+    int          mem_owner;  /* ss_mem_owner */
+    ss_device_t *device;     /* may be NULL (profiling only, nothing to swap with) */
+    ss_stream_t *compute;    /* the stream loads order against when the caller passes none;
+                                framework mode: ss_stream_wrap(device, torch stream handle) */
+    ss_alloc_t  *alloc;      /* SS_MEM_SMARTSWAP: the allocator saved blocks come from; its
+                                in-use bytes are the memory measure when no ss_ctx_set_mem */
+} ss_ctx_config;
+
+/* Built-in options (ss_options_default), SS_MEM_FRAMEWORK, no device. */
+ss_ctx_config ss_ctx_config_default(void);
+
+/* Creates a context. cfg NULL: ss_ctx_config_default() with every SMARTSWAP_* environment
+ * variable applied (a bad value returns SS_ERR_INVALID and logs it) -- the one-call form for
+ * ctypes. The context keeps cfg's pointers (device, stream, allocator: the caller keeps them
+ * alive until ss_ctx_free) but not cfg itself. */
+ss_status ss_ctx_new(const ss_ctx_config *cfg, ss_ctx_t **out);
+
+/* Frees the context, its plans and profiles. Handles still live are dropped; in
+ * SS_MEM_SMARTSWAP mode their blocks are returned to the allocator. NULL is fine. */
+void ss_ctx_free(ss_ctx_t *ctx);
+
+/* The id of an operator name, interning it on first sight (do it once per name and keep the
+ * id). Ids are dense from 0. The sequence hash uses a hash of the name's text, not the id, so
+ * that it does not depend on interning order. Any thread. */
+ss_status ss_ctx_intern(ss_ctx_t *ctx, const char *name, uint32_t *id);
+
+/* Iteration bracket. iter_begin: SS_ERR_STATE if an iteration is open. iter_end: closes it,
+ * runs the stage machine (may call the policy to make a plan: the one slow call), and fills
+ * *report (may be NULL). SS_ERR_STATE if none is open. Driving thread. */
+typedef struct ss_iter_report ss_iter_report;
+ss_status ss_ctx_iter_begin(ss_ctx_t *ctx);
+ss_status ss_ctx_iter_end(ss_ctx_t *ctx, ss_iter_report *report);
+
+/* One operator is about to run: name id from ss_ctx_intern, site = a hash of its call site
+ * (0 if unknown). Folded into the running sequence hash; in a detailed iteration also
+ * recorded. Saves, loads and releases that follow belong to this operator. Lock-free in light
+ * mode (a few ns). SS_ERR_INVALID for an unknown id, SS_ERR_STATE outside an iteration.
+ * Driving thread. */
+ss_status ss_ctx_op(ss_ctx_t *ctx, uint32_t name_id, uint64_t site);
+
+/* Phase of the operators that follow (SS_OP_FWD at iter_begin). Optional: the first load of an
+ * iteration switches to SS_OP_BWD unless the caller set a phase itself. Any thread. */
+typedef enum ss_op_phase { SS_OP_FWD = 0, SS_OP_BWD = 1, SS_OP_OPT = 2, SS_OP_OTHER = 3 } ss_op_phase;
+ss_status ss_ctx_phase(ss_ctx_t *ctx, int phase);
+
+/* Device bytes in use now as the caller sees them (e.g. torch.cuda.memory_allocated()),
+ * including resident saved tensors. Detailed profiles record, per operator, the unconstrained
+ * demand: the last reported value, plus the bytes smartswap had swapped out when it was
+ * reported, plus the saved bytes saved minus released since. Without any report, SS_MEM_SMARTSWAP
+ * contexts use the allocator's in-use bytes; others count saved tensors only (from 0).
+ * Driving thread. */
+ss_status ss_ctx_set_mem(ss_ctx_t *ctx, uint64_t bytes_in_use);
+
+#define SS_SAVE_NOSWAP 1u   /* flag: the caller opts this tensor out of swapping */
+
+/* A tensor saved for backward (framework mode): ptr stays the caller's; bytes > 0; dtype an
+ * ss_dtype; ndim <= 8 dims in shape (may be NULL when ndim = 0); flags SS_SAVE_*. *handle is
+ * non-zero and valid until ss_ctx_release. Must follow an ss_ctx_op in the iteration
+ * (SS_ERR_STATE otherwise: the save needs a producer). Driving thread. */
+ss_status ss_ctx_save(ss_ctx_t *ctx, void *ptr, uint64_t bytes, int dtype, int ndim,
+                      const int64_t *shape, uint32_t flags, uint64_t *handle);
+
+/* The same for a block of the context's allocator (SS_MEM_SMARTSWAP): the block belongs to the
+ * context until ss_ctx_release, which frees it; ptr and bytes come from the block. */
+ss_status ss_ctx_save_block(ss_ctx_t *ctx, ss_block_t *block, int dtype, int ndim,
+                            const int64_t *shape, uint32_t flags, uint64_t *handle);
+
+/* The saved tensor is needed now: *ptr is the pointer to use (the caller's own while it stays
+ * resident; in SS_MEM_FRAMEWORK mode, once swapping exists, the buffer it handed back through
+ * ss_ctx_action_done). Work enqueued on `stream` (NULL: the context's compute stream) after
+ * this call is ordered after any copy into *ptr. May be called several times per handle
+ * (retain_graph). SS_ERR_STATE for a released or unknown handle. Any thread. */
+ss_status ss_ctx_load(ss_ctx_t *ctx, uint64_t handle, ss_stream_t *stream, void **ptr);
+
+/* The caller will not load this handle again (PyTorch: the packed object died). The handle is
+ * invalid afterwards. SS_ERR_STATE for a released or unknown handle. Any thread. */
+ss_status ss_ctx_release(ss_ctx_t *ctx, uint64_t handle);
+
+/* Actions for framework-owned memory, polled by the caller (e.g. at every pack and unpack). */
+typedef enum ss_action_kind {
+    SS_ACTION_ALLOC = 1,  /* allocate `bytes` of device memory for the swap-in of `handle` on
+                             the consumer stream; answer with ss_ctx_action_done(handle, ptr)
+                             (ptr NULL: could not; the load will then wait on a slow path) */
+    SS_ACTION_DROP  = 2   /* the bytes of `handle` are safe on the host: drop your reference
+                             to its device tensor so your allocator can reuse it; no answer */
+} ss_action_kind;
+
+typedef struct ss_action {
+    uint32_t kind;        /* ss_action_kind */
+    uint32_t reserved;    /* 0 */
+    uint64_t handle;
+    uint64_t bytes;
+} ss_action;
+
+/* Moves up to max pending actions, oldest first, into buf; *n says how many (0: none). Each
+ * action is handed out once. Any thread. */
+ss_status ss_ctx_actions(ss_ctx_t *ctx, ss_action *buf, uint32_t max, uint32_t *n);
+/* Answers an SS_ACTION_ALLOC: ptr is the caller's buffer for handle's swap-in; the caller
+ * keeps it alive until it releases the handle. SS_ERR_STATE if no allocation is pending for
+ * handle. Any thread. */
+ss_status ss_ctx_action_done(ss_ctx_t *ctx, uint64_t handle, void *ptr);
+
+/* ---- stage machine and counters ------------------------------------------------------- */
+
+typedef enum ss_stage {
+    SS_STAGE_WARMUP = 0,    /* light profiling only, no plan (options.warmup_iters) */
+    SS_STAGE_GENPOLICY = 1, /* this iteration is recorded in detail, then planned */
+    SS_STAGE_STABLE = 2,    /* light profiling against the current plan */
+    SS_STAGE_DISABLED = 3,  /* options.disable: pass-through */
+    SS_STAGE_COUNT
+} ss_stage;
+
+/* "warmup", "genpolicy", "stable", "disabled" ("?" out of range). Thread-safe. */
+const char *ss_stage_name(int stage);
+/* The stage the next (or current) iteration runs in. Any thread. */
+ss_stage ss_ctx_stage(const ss_ctx_t *ctx);
+
+typedef enum ss_plan_event {
+    SS_PLAN_NONE = 0,       /* no plan involved (WarmUp, disabled, or no plan yet) */
+    SS_PLAN_SAME = 1,       /* the sequence matched the current plan */
+    SS_PLAN_HIT = 2,        /* another cached plan matched (switched without profiling) */
+    SS_PLAN_NEW = 3,        /* a new plan was made from this iteration's profile */
+    SS_PLAN_PENDING = 4     /* an unseen sequence not profiled (bound reached or not
+                               profilable in flight; see docs/api.md) */
+} ss_plan_event;
+
+/* What happened in one iteration; iter_end fills it. */
+struct ss_iter_report {
+    uint64_t iter;          /* 0-based */
+    int32_t  stage;         /* ss_stage the iteration ran in */
+    int32_t  next_stage;    /* ss_stage of the next iteration */
+    int32_t  detailed;      /* 0: light; 1: recorded in detail from op 0; 2: from diverged_at */
+    int32_t  plan_event;    /* ss_plan_event */
+    uint32_t diverged_at;   /* op index where the sequence left the plan; UINT32_MAX: none */
+    uint32_t nops, nsaves, nloads, nreleases;
+    uint32_t mid_switches;  /* plans switched in flight (a cached plan matched the prefix) */
+    uint64_t seq_hash, size_sig;
+    uint64_t saved_bytes;   /* bytes saved for backward in this iteration */
+    uint64_t peak_bytes;    /* detailed iterations: peak unconstrained demand; else 0 */
+    double   seconds;       /* wall time from iter_begin to iter_end */
+    /* the executor's (zero until it exists) */
+    uint64_t swapped_out_bytes, swapped_in_bytes;
+    uint32_t stalls, sync_loads, evictions, reserved;
+};
+
+/* Cumulative counters; every stage transition has one. */
+typedef struct ss_ctx_stats {
+    uint64_t iters, ops, saves, loads, releases, actions;
+    uint64_t iters_warmup, iters_genpolicy, iters_stable, iters_disabled;
+    uint64_t warmup_to_genpolicy, genpolicy_to_stable;
+    uint64_t detailed_iters;     /* iterations recorded in detail, whole or from a divergence */
+    uint64_t detailed_partial;   /* of which from a divergence onwards */
+    uint64_t detailed_wasted;    /* detailed, but the sequence turned out to be cached */
+    uint64_t divergences;        /* Stable iterations that left their plan (op, save or end) */
+    uint64_t div_at_op, div_at_save, div_at_end;
+    uint64_t mid_switches;       /* divergences resolved in flight by a cached plan */
+    uint64_t cache_hits, cache_misses, cache_evictions, cache_entries;
+    uint64_t plans_made, plan_errors, plan_switches;
+    uint64_t prefix_derived;     /* plans made from a prefix of a known profile (no detail) */
+    uint64_t probes;             /* iterations recorded in detail from op 0 in Stable */
+    uint64_t bound_hits;         /* times options.max_detailed stopped detailed recording */
+    uint64_t iters_cooldown;     /* iterations in which detail was withheld by that bound */
+} ss_ctx_stats;
+
+/* Copies the counters. Any thread. */
+ss_status ss_ctx_get_stats(ss_ctx_t *ctx, ss_ctx_stats *out);
+/* The report of the last finished iteration (zeros before the first). Any thread. */
+ss_status ss_ctx_last_report(ss_ctx_t *ctx, ss_iter_report *out);
+
+/* ======================================================================================== */
+/* end of the framework API                                                                  */
+/* ======================================================================================== */
+
 #ifdef __cplusplus
 }
 #endif

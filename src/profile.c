@@ -1,0 +1,147 @@
+/* profile.c: the profiler. Light mode is the running hash of stage.h (ssi_seq_step), folded
+ * inline by ss_ctx_op in api.c; this file holds what light mode needs besides (the size
+ * signature, the running hashes of a recorded profile) and detailed recording into an
+ * ss_profile (profile.h): operators with the unconstrained device bytes after each, saved
+ * tensors with producer, uses and release, and the iteration's wall time. Memory grows with the
+ * events (the container's growable arrays); nothing is capped.
+ *
+ * All ssi_rec_* calls run with the context's lock held. Errors: SS_ERR_HOST_OOM when memory
+ * runs out (the recording is then abandoned by the stage), SS_ERR_FORMAT when the finished
+ * profile fails its check (a bug or a broken caller contract; logged).
+ */
+#include "api.h"
+
+uint64_t ssi_size_sig(uint64_t bytes) {
+    if (bytes < 16) return bytes;
+    int msb = 63 - __builtin_clzll(bytes);
+    return ((uint64_t)msb << 4) | ((bytes >> (msb - 4)) & 15u);
+}
+
+uint64_t ssi_profile_running_hashes(const ss_profile *p, uint64_t *out) {
+    uint64_t h = SSI_SEQ_SEED;
+    uint64_t *nh = p->nnames ? malloc(p->nnames * sizeof *nh) : NULL;
+    for (uint32_t i = 0; nh && i < p->nnames; i++) nh[i] = ssi_hash_str(p->names[i]);
+    for (uint32_t i = 0; i < p->nops; i++) {
+        const ss_prof_op *o = &p->ops[i];
+        uint64_t x = nh ? nh[o->name] : ssi_hash_str(p->names[o->name]);
+        h = ssi_seq_step(h, x, o->site);
+        if (out) out[i] = h;
+    }
+    free(nh);
+    return h;
+}
+
+uint64_t ssi_profile_saved_bytes(const ss_profile *p) {
+    uint64_t s = 0;
+    for (uint32_t t = 0; t < p->ntensors; t++)
+        if (p->tensors[t].flags & SS_TENSOR_SAVED) s += p->tensors[t].bytes;
+    return s;
+}
+
+ss_status ssi_profile_copy_prefix(ss_profile *dst, const ss_profile *src, uint32_t nops,
+                                  uint32_t ntensors, uint32_t upto) {
+    if (!dst || !src || nops > src->nops || ntensors > src->ntensors || upto > nops)
+        return SS_ERR_INVALID;
+    if (dst->nnames < src->nnames) return SS_ERR_INVALID;
+    ss_status st;
+    /* bytes of dropped tensors per operator, as a difference array over [producer, release) */
+    int64_t *diff = NULL;
+    if (ntensors < src->ntensors && nops) {
+        diff = calloc((size_t)nops + 1, sizeof *diff);
+        if (!diff) return SS_ERR_HOST_OOM;
+        for (uint32_t t = ntensors; t < src->ntensors; t++) {
+            const ss_prof_tensor *x = &src->tensors[t];
+            if (x->producer >= nops) continue;
+            uint32_t end = (x->release == SS_NONE || x->release > nops) ? nops : x->release;
+            diff[x->producer] += (int64_t)x->bytes;
+            diff[end] -= (int64_t)x->bytes;
+        }
+    }
+    int64_t drop = 0;
+    for (uint32_t i = 0; i < nops; i++) {
+        ss_prof_op o = src->ops[i];
+        if (diff) {
+            drop += diff[i];
+            o.mem_after = (uint64_t)drop > o.mem_after ? 0 : o.mem_after - (uint64_t)drop;
+        }
+        if ((st = ssi_profile_add_op(dst, &o, NULL))) { free(diff); return st; }
+    }
+    free(diff);
+    for (uint32_t t = 0; t < ntensors; t++) {
+        ss_prof_tensor x = src->tensors[t];
+        if (x.producer >= nops) return SS_ERR_INVALID;
+        if (x.release != SS_NONE && x.release >= upto) x.release = SS_NONE;
+        if ((st = ssi_profile_add_tensor(dst, &x, NULL))) return st;
+        const ss_prof_tensor *s = &src->tensors[t];
+        for (uint32_t u = 0; u < s->nuses; u++) {
+            uint32_t op = src->uses[s->use_off + u];
+            if (op < upto && (st = ssi_profile_add_use(dst, t, op))) return st;
+        }
+    }
+    dst->base_bytes = src->base_bytes;
+    return SS_OK;
+}
+
+ss_status ssi_rec_start(ss_ctx_t *ctx) {
+    ss_status st;
+    if (!ctx->st.rec && (st = ssi_profile_new(&ctx->st.rec))) return st;
+    ssi_profile_clear(ctx->st.rec);
+    uint32_t nn = atomic_load_explicit(&ctx->nnames, memory_order_relaxed);
+    if ((st = ssi_ctx_sync_names(ctx, ctx->st.rec, nn))) return st;
+    ctx->st.rec->base_bytes = ssi_ctx_mem_now(ctx);
+    ssi_fmt(ctx->st.rec->desc, sizeof ctx->st.rec->desc, "smartswap detailed profile, iteration %llu",
+            (unsigned long long)ctx->iter);
+    return SS_OK;
+}
+
+ss_status ssi_rec_op(ss_ctx_t *ctx, uint32_t id, uint64_t site) {
+    ss_profile *p = ctx->st.rec;
+    ss_status st;
+    if (id >= p->nnames && (st = ssi_ctx_sync_names(ctx, p, id + 1))) return st;
+    uint64_t mem = ssi_ctx_mem_now(ctx);
+    if (p->nops) p->ops[p->nops - 1].mem_after = mem;
+    ss_prof_op o = {0};
+    o.name = id;
+    o.phase = (uint32_t)ctx->phase;
+    o.site = site;
+    o.mem_after = mem;
+    return ssi_profile_add_op(p, &o, NULL);
+}
+
+ss_status ssi_rec_save(ss_ctx_t *ctx, uint32_t ord, uint32_t op, const ssi_handle *hd) {
+    ss_profile *p = ctx->st.rec;
+    SS_ASSERT(ord == p->ntensors);
+    SS_ASSERT(op < p->nops);
+    ss_prof_tensor t;
+    memset(&t, 0, sizeof t);
+    t.bytes = hd->bytes;
+    t.dtype = hd->dtype;
+    t.ndim = hd->ndim;
+    memcpy(t.shape, hd->shape, sizeof t.shape);
+    t.producer = op;
+    t.release = SS_NONE;
+    t.flags = SS_TENSOR_SAVED | ((hd->flags & SS_SAVE_NOSWAP) ? SS_TENSOR_NOSWAP : 0);
+    return ssi_profile_add_tensor(p, &t, NULL);
+}
+
+ss_status ssi_rec_use(ss_ctx_t *ctx, uint32_t ord, uint32_t op) {
+    ss_profile *p = ctx->st.rec;
+    if (ord >= p->ntensors || op >= p->nops) return SS_ERR_INVALID;
+    return ssi_profile_add_use(p, ord, op);
+}
+
+ss_status ssi_rec_release(ss_ctx_t *ctx, uint32_t ord, uint32_t op) {
+    ss_profile *p = ctx->st.rec;
+    if (ord >= p->ntensors || op >= p->nops) return SS_ERR_INVALID;
+    p->tensors[ord].release = op;
+    return SS_OK;
+}
+
+ss_status ssi_rec_finish(ss_ctx_t *ctx, uint64_t seq_hash, uint64_t size_sig, double seconds) {
+    ss_profile *p = ctx->st.rec;
+    if (p->nops) p->ops[p->nops - 1].mem_after = ssi_ctx_mem_now(ctx);
+    p->seq_hash = seq_hash;
+    p->size_sig = size_sig;
+    p->iter_seconds = seconds;
+    return ssi_profile_finalize(p);
+}

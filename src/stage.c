@@ -1,0 +1,618 @@
+/* stage.c: the stage machine and the plan cache.
+ *
+ * WarmUp: options.warmup_iters light iterations, no plan (lazily created state, such as
+ * optimizer moments, comes into being). GenPolicy: one iteration recorded in detail, then the
+ * plan hook (ssi_planner) makes a plan from its profile; the plan enters the cache and becomes
+ * current. Stable: light mode; each operator is checked against the current plan's
+ * checkpoints (ck[j] = running hash after operator (j+1)*ck_every-1) and each save against the
+ * plan's tensor of the same ordinal (producer operator and size bucket). At the first mismatch
+ * (an operator, a save, or an operator beyond the plan's end):
+ *   1. a cached plan whose checkpoint at this operator count equals the running hash, and whose
+ *      saves so far agree, becomes current in flight (a "mid switch"): no profiling;
+ *   2. else the rest of the iteration is recorded in detail, the prefix taken from the current
+ *      plan's profile; at iter_end the profile is planned and cached (or, if its key turns out
+ *      to be cached, that plan becomes current and the detail was wasted);
+ *   3. else (detail withheld by the bound) the iteration runs on.
+ * A light Stable iteration whose end does not match its plan looks its key up in the cache
+ * (a hit switches), else, when it was an exact prefix of its plan's sequence (an evaluation
+ * step with the training step's forward), a plan is derived from that prefix without detail,
+ * else the next iteration is recorded in detail from op 0 (a probe).
+ *
+ * The bound (options.max_detailed = D): after D detailed iterations in a row that each made a
+ * new plan, the next `cool_len` Stable iterations record no detail; cool_len starts at D and
+ * doubles each time (at most 64 D) until an iteration matches a cached plan, which resets it.
+ * A sequence that never repeats thus spends a vanishing share of iterations in detail and is
+ * never stuck: it runs with the last plan (the executor's eviction fallback covers it).
+ *
+ * The plan cache holds options.plan_cache_size plans keyed by (sequence hash, operator count,
+ * size signature), least recently used evicted. All of this runs on the driving thread with
+ * the context's lock held, except the checkpoint cursor (driving thread only).
+ */
+#include "api.h"
+
+#include <stdio.h>
+
+ss_status ssi_plan_default(void *user, const ss_profile *prof, ss_plan **out) {
+    (void)user;
+    if (!prof || !out) return SS_ERR_INVALID;
+    ss_plan *pl = calloc(1, sizeof *pl);
+    if (!pl) return SS_ERR_HOST_OOM;
+    if (prof->nops) {
+        pl->ck = malloc(prof->nops * sizeof *pl->ck);
+        if (!pl->ck) { free(pl); return SS_ERR_HOST_OOM; }
+        ssi_profile_running_hashes(prof, pl->ck);
+    }
+    pl->seq_hash = prof->seq_hash;
+    pl->size_sig = prof->size_sig;
+    pl->nops = prof->nops;
+    pl->ck_every = 1;
+    pl->nck = prof->nops;
+    pl->feasible = 1;
+    *out = pl;
+    return SS_OK;
+}
+
+void ssi_plan_free_default(void *user, ss_plan *pl) {
+    (void)user;
+    if (!pl) return;
+    free(pl->ck);
+    for (uint32_t i = 0; i < pl->nnames; i++) free(pl->names[i]);
+    free(pl->names);
+    free(pl->entries);
+    free(pl);
+}
+
+static void plan_free(ss_ctx_t *ctx, ss_plan *pl) {
+    ssi_planner *p = &ctx->st.planner;
+    if (p->free_fn) p->free_fn(p->user, pl);
+    else ssi_plan_free_default(NULL, pl);
+}
+
+static void entry_clear(ss_ctx_t *ctx, ssi_cache_entry *e) {
+    if (!e->used) return;
+    plan_free(ctx, e->plan);
+    ssi_profile_free(e->prof);
+    memset(e, 0, sizeof *e);
+}
+
+ss_status ssi_stage_init(ss_ctx_t *ctx) {
+    ssi_stage *s = &ctx->st;
+    int cap = ctx->opts.plan_cache_size < 1 ? 1 : ctx->opts.plan_cache_size;
+    s->cache = calloc((size_t)cap, sizeof *s->cache);
+    if (!s->cache) return SS_ERR_HOST_OOM;
+    s->cap = (uint32_t)cap;
+    s->cur = -1;
+    s->from_plan = -1;
+    s->planner.fn = ssi_plan_default;
+    s->planner.free_fn = ssi_plan_free_default;
+    uint32_t d = ctx->opts.max_detailed < 1 ? 1 : (uint32_t)ctx->opts.max_detailed;
+    s->cool_len = d;
+    int st = ctx->opts.disable ? SS_STAGE_DISABLED
+           : ctx->opts.warmup_iters > 0 ? SS_STAGE_WARMUP : SS_STAGE_GENPOLICY;
+    atomic_store(&s->stage, st);
+    return SS_OK;
+}
+
+void ssi_stage_free(ss_ctx_t *ctx) {
+    ssi_stage *s = &ctx->st;
+    for (uint32_t i = 0; s->cache && i < s->cap; i++) entry_clear(ctx, &s->cache[i]);
+    free(s->cache);
+    s->cache = NULL;
+    ssi_profile_free(s->rec);
+    s->rec = NULL;
+}
+
+const ss_plan *ssi_stage_plan(const ss_ctx_t *ctx) {
+    return ctx->st.cur >= 0 ? ctx->st.cache[ctx->st.cur].plan : NULL;
+}
+
+/* ---- the cache ---------------------------------------------------------------------------- */
+
+static int cache_find(ss_ctx_t *ctx, uint64_t hash, uint64_t sig, uint32_t nops) {
+    ssi_stage *s = &ctx->st;
+    for (uint32_t i = 0; i < s->cap; i++) {
+        ssi_cache_entry *e = &s->cache[i];
+        if (e->used && e->hash == hash && e->sig == sig && e->nops == nops) return (int)i;
+    }
+    return -1;
+}
+
+static void cache_touch(ss_ctx_t *ctx, int slot) { ctx->st.cache[slot].stamp = ++ctx->st.clock; }
+
+/* A free slot, evicting the least recently used plan when full. */
+static int cache_slot(ss_ctx_t *ctx) {
+    ssi_stage *s = &ctx->st;
+    int lru = -1;
+    for (uint32_t i = 0; i < s->cap; i++) {
+        if (!s->cache[i].used) return (int)i;
+        if (lru < 0 || s->cache[i].stamp < s->cache[lru].stamp) lru = (int)i;
+    }
+    entry_clear(ctx, &s->cache[lru]);
+    ctx->stats.cache_evictions++;
+    ctx->stats.cache_entries--;
+    if (s->cur == lru) s->cur = -1;
+    if (s->from_plan == lru) s->from_plan = -1;
+    return lru;
+}
+
+/* Checks the plan's checkpoints against the profile, or fills them (one per operator) when the
+ * plan has none; sets the plan's key fields. SS_ERR_FORMAT for checkpoints that disagree. */
+static ss_status plan_prepare(ss_plan *pl, const ss_profile *prof) {
+    uint64_t *run = NULL;
+    if (prof->nops && !(run = malloc(prof->nops * sizeof *run))) return SS_ERR_HOST_OOM;
+    ssi_profile_running_hashes(prof, run);
+    if (!pl->ck || !pl->nck || !pl->ck_every) {
+        free(pl->ck);
+        pl->ck = run;
+        pl->ck_every = 1;
+        pl->nck = prof->nops;
+    } else {
+        int bad = pl->nck > prof->nops / pl->ck_every;
+        for (uint32_t j = 0; !bad && j < pl->nck; j++)
+            bad = pl->ck[j] != run[(size_t)(j + 1) * pl->ck_every - 1];
+        free(run);
+        if (bad) {
+            SS_ERROR("stage: the plan's sequence checkpoints disagree with its profile");
+            return SS_ERR_FORMAT;
+        }
+    }
+    pl->seq_hash = prof->seq_hash;
+    pl->size_sig = prof->size_sig;
+    pl->nops = prof->nops;
+    return SS_OK;
+}
+
+/* Plans prof (taking it on success) into slot (or a new slot when slot < 0) and makes it
+ * current. On failure prof stays the caller's. */
+static ss_status cache_plan(ss_ctx_t *ctx, ss_profile *prof, int slot) {
+    ssi_stage *s = &ctx->st;
+    ss_plan *pl = NULL;
+    ss_status st = s->planner.fn(s->planner.user, prof, &pl);
+    if (st == SS_OK && !pl) st = SS_ERR_INVALID;
+    if (st == SS_OK) st = plan_prepare(pl, prof);
+    if (st) {
+        if (pl) plan_free(ctx, pl);
+        ctx->stats.plan_errors++;
+        SS_WARN("stage: no plan for the sequence of iteration %llu: %s",
+                (unsigned long long)ctx->iter, ss_status_str(st));
+        return st;
+    }
+    if (slot >= 0) {
+        entry_clear(ctx, &s->cache[slot]);
+        ctx->stats.cache_entries--;
+    } else {
+        slot = cache_slot(ctx);
+    }
+    ssi_cache_entry *e = &s->cache[slot];
+    e->plan = pl;
+    e->prof = prof;
+    e->hash = prof->seq_hash;
+    e->sig = prof->size_sig;
+    e->nops = prof->nops;
+    e->used = 1;
+    cache_touch(ctx, slot);
+    s->cur = slot;
+    ctx->stats.cache_entries++;
+    ctx->stats.plans_made++;
+    return SS_OK;
+}
+
+/* ---- the checkpoint cursor ------------------------------------------------------------------ */
+
+static ss_status ring_reserve(ss_ctx_t *ctx, uint32_t need) {
+    if (need <= ctx->ring_mask + 1) return SS_OK;
+    uint32_t sz = ctx->ring_mask + 1;
+    while (sz < need) sz *= 2;
+    ssi_ring_op *r = realloc(ctx->ring, sz * sizeof *r);
+    if (!r) return SS_ERR_HOST_OOM;
+    ctx->ring = r;
+    ctx->ring_mask = sz - 1;
+    return SS_OK;
+}
+
+/* Points the cursor at the plan in `slot` with n operators already verified against it. */
+static void cursor_set(ss_ctx_t *ctx, int slot, uint32_t n) {
+    ssi_stage *s = &ctx->st;
+    if (slot < 0 || ring_reserve(ctx, s->cache[slot].plan->ck_every)) {
+        s->ck = NULL;
+        s->nck = s->ck_j = s->plan_nops = s->good_n = 0;
+        s->ck_every = 1;
+        ctx->next_check = UINT32_MAX;
+        return;
+    }
+    const ss_plan *pl = s->cache[slot].plan;
+    s->ck = pl->ck;
+    s->nck = pl->nck;
+    s->ck_every = pl->ck_every;
+    s->plan_nops = pl->nops;
+    s->ck_j = n / pl->ck_every;
+    s->good_n = n;
+    ctx->next_check = s->ck_j < s->nck ? (s->ck_j + 1) * s->ck_every : pl->nops + 1;
+}
+
+/* No more checks in this iteration (recording checks every op through next_check itself). */
+static void cursor_off(ss_ctx_t *ctx) {
+    ctx->st.nck = 0;
+    ctx->next_check = UINT32_MAX;
+}
+
+static int same_size(uint64_t a, uint64_t b) { return ssi_size_sig(a) == ssi_size_sig(b); }
+
+/* A cached plan (not the current one) that agrees with the iteration so far: its checkpoint at
+ * operator count n equals h, its first m tensors agree with the current plan's (which the m
+ * saves so far matched), and, for a save being checked (hd at operator op), its tensor m
+ * agrees with it; its next expected save is not before the current operator. The most
+ * recently used such plan, or -1. */
+static int find_candidate(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m,
+                          const ssi_handle *hd, uint32_t op) {
+    ssi_stage *s = &ctx->st;
+    if (s->cur < 0 || n == 0) return -1;
+    const ss_profile *cp = s->cache[s->cur].prof;
+    int best = -1;
+    for (uint32_t i = 0; i < s->cap; i++) {
+        const ssi_cache_entry *e = &s->cache[i];
+        if (!e->used || (int)i == s->cur) continue;
+        const ss_plan *pl = e->plan;
+        uint32_t E = pl->ck_every;
+        if (!E || n % E || n / E > pl->nck || pl->ck[n / E - 1] != h) continue;
+        uint32_t need = m + (hd ? 1 : 0);
+        if (e->prof->ntensors < need || cp->ntensors < m) continue;
+        int ok = 1;
+        for (uint32_t t = 0; ok && t < m; t++) {
+            const ss_prof_tensor *a = &e->prof->tensors[t], *b = &cp->tensors[t];
+            ok = a->producer == b->producer && same_size(a->bytes, b->bytes);
+        }
+        if (ok && hd)
+            ok = e->prof->tensors[m].producer == op && same_size(e->prof->tensors[m].bytes, hd->bytes);
+        if (ok && e->prof->ntensors > need && e->prof->tensors[need].producer < n - 1) ok = 0;
+        if (ok && (best < 0 || e->stamp > s->cache[best].stamp)) best = (int)i;
+    }
+    return best;
+}
+
+static void switch_mid(ss_ctx_t *ctx, int slot, uint32_t n) {
+    ssi_stage *s = &ctx->st;
+    s->cur = slot;
+    cache_touch(ctx, slot);
+    cursor_set(ctx, slot, n);
+    s->mid_switches++;
+    ctx->stats.mid_switches++;
+    ctx->stats.plan_switches++;
+}
+
+static void count_divergence(ss_ctx_t *ctx) {
+    if (ctx->st.div_counted) return;
+    ctx->st.div_counted = 1;
+    ctx->stats.divergences++;
+}
+
+/* Gives up detailed recording after an error (memory): the iteration goes on light. */
+static void abandon_recording(ss_ctx_t *ctx, ss_status st) {
+    SS_WARN("profile: detailed recording of iteration %llu abandoned: %s",
+            (unsigned long long)ctx->iter, ss_status_str(st));
+    ctx->st.recording = 0;
+    ctx->st.diverged = 1;
+    cursor_off(ctx);
+}
+
+/* Starts recording in detail from a divergence: operators [0, k) and tensors [0, m) from the
+ * current plan's profile (k = min(n, plan's operators)), uses and releases before `upto`;
+ * operators [good_n, n) from the ring of recent operators. */
+static ss_status start_partial(ss_ctx_t *ctx, uint32_t n, uint32_t m, uint32_t upto) {
+    ssi_stage *s = &ctx->st;
+    const ss_profile *src = s->cache[s->cur].prof;
+    ss_status st = ssi_rec_start(ctx);
+    if (st) return st;
+    ss_profile *p = s->rec;
+    uint32_t k = n < src->nops ? n : src->nops;
+    if (upto > k) upto = k;
+    if ((st = ssi_profile_copy_prefix(p, src, k, m, upto))) return st;
+    for (uint32_t i = s->good_n; i < n; i++) {
+        const ssi_ring_op *r = &ctx->ring[i & ctx->ring_mask];
+        if (i < k) {
+            if (r->id >= p->nnames && (st = ssi_ctx_sync_names(ctx, p, r->id + 1))) return st;
+            p->ops[i].name = r->id;
+            p->ops[i].site = r->site;
+        } else if ((st = ssi_rec_op(ctx, r->id, r->site))) {
+            return st;
+        }
+    }
+    s->recording = 2;
+    ctx->next_check = n + 1;
+    s->nck = 0;
+    return SS_OK;
+}
+
+/* ---- per iteration ------------------------------------------------------------------------ */
+
+ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
+    ssi_stage *s = &ctx->st;
+    s->recording = 0;
+    s->withheld = 0;
+    s->diverged = 0;
+    s->div_at_save = 0;
+    s->div_counted = 0;
+    s->diverged_at = UINT32_MAX;
+    s->mid_switches = 0;
+    s->from_plan = -1;
+    s->stage_now = atomic_load(&s->stage);
+    cursor_set(ctx, -1, 0);
+    int record = 0;
+    switch (s->stage_now) {
+    case SS_STAGE_GENPOLICY:
+        record = 1;
+        break;
+    case SS_STAGE_STABLE:
+        s->withheld = s->cooldown > 0;
+        cursor_set(ctx, s->cur, 0);
+        if (!s->withheld && (s->cur < 0 || s->probe_pending)) {
+            record = 1;
+            ctx->stats.probes++;
+        } else if (s->cur < 0) {
+            s->diverged = 1;
+        }
+        s->probe_pending = 0;
+        break;
+    default:
+        break;
+    }
+    if (record) {
+        ss_status st = ssi_rec_start(ctx);
+        if (st) {
+            abandon_recording(ctx, st);
+        } else {
+            s->recording = 1;
+            cursor_off(ctx);
+            ctx->next_check = 1;
+        }
+    }
+    return SS_OK;
+}
+
+/* A divergence noticed at operator count n (hash h): at a checkpoint that did not match, or at
+ * the first operator past the plan's end. Lock held. */
+static void diverge_at_op(ss_ctx_t *ctx, uint32_t n, uint64_t h) {
+    ssi_stage *s = &ctx->st;
+    const ss_profile *pp = s->cache[s->cur].prof;
+    /* the exact operator: the first of [good_n, n) that differs from the plan's */
+    uint32_t d0 = n - 1;
+    for (uint32_t i = s->good_n; i < n; i++) {
+        const ssi_ring_op *r = &ctx->ring[i & ctx->ring_mask];
+        if (i >= pp->nops || pp->ops[i].name != r->id || pp->ops[i].site != r->site) { d0 = i; break; }
+    }
+    count_divergence(ctx);
+    ctx->stats.div_at_op++;
+    int c = find_candidate(ctx, n, h, ctx->nsaves, NULL, 0);
+    if (c >= 0) { switch_mid(ctx, c, n); return; }
+    s->diverged = 1;
+    s->diverged_at = d0;
+    s->from_plan = s->cur;
+    if (s->withheld) { cursor_off(ctx); return; }
+    ss_status st = start_partial(ctx, n, ctx->nsaves, d0);
+    if (st) abandon_recording(ctx, st);
+}
+
+ss_status ssi_stage_check(ss_ctx_t *ctx, uint32_t id, uint64_t site) {
+    ssi_stage *s = &ctx->st;
+    uint32_t n = atomic_load_explicit(&ctx->n, memory_order_relaxed);
+    uint64_t h = ctx->h;
+    /* a checkpoint that matches (the inline check in ss_ctx_op is skipped on its slow path) */
+    if (!s->recording && s->ck && s->ck_j < s->nck && n == (s->ck_j + 1) * s->ck_every &&
+        s->ck[s->ck_j] == h) {
+        s->ck_j++;
+        s->good_n = n;
+        ctx->next_check = s->ck_j < s->nck ? n + s->ck_every : s->plan_nops + 1;
+        return SS_OK;
+    }
+    pthread_mutex_lock(&ctx->lock);
+    if (s->recording) {
+        ss_status st = ssi_rec_op(ctx, id, site);
+        if (st) abandon_recording(ctx, st);
+        else ctx->next_check = n + 1;
+    } else if (s->cur >= 0 && s->ck) {
+        diverge_at_op(ctx, n, h);
+    } else {
+        cursor_off(ctx);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return SS_OK;
+}
+
+ss_status ssi_stage_save(ss_ctx_t *ctx, uint32_t ord, uint32_t op, const ssi_handle *hd) {
+    ssi_stage *s = &ctx->st;
+    if (s->recording) {
+        ss_status st = ssi_rec_save(ctx, ord, op, hd);
+        if (st) abandon_recording(ctx, st);
+        return SS_OK;
+    }
+    if (s->stage_now != SS_STAGE_STABLE || s->cur < 0 || s->diverged) return SS_OK;
+    const ss_profile *pp = s->cache[s->cur].prof;
+    if (ord < pp->ntensors && pp->tensors[ord].producer == op &&
+        same_size(pp->tensors[ord].bytes, hd->bytes))
+        return SS_OK;
+    count_divergence(ctx);
+    ctx->stats.div_at_save++;
+    uint32_t n = atomic_load_explicit(&ctx->n, memory_order_relaxed);
+    int c = find_candidate(ctx, n, ctx->h, ord, hd, op);
+    if (c >= 0) { switch_mid(ctx, c, n); return SS_OK; }
+    s->diverged = 1;
+    s->div_at_save = 1;
+    s->diverged_at = op;
+    s->from_plan = s->cur;
+    if (s->withheld) { cursor_off(ctx); return SS_OK; }
+    ss_status st = start_partial(ctx, n, ord, s->good_n);
+    if (!st) st = ssi_rec_save(ctx, ord, op, hd);
+    if (st) abandon_recording(ctx, st);
+    return SS_OK;
+}
+
+/* After a match: the bound starts over. */
+static void bound_reset(ss_ctx_t *ctx) {
+    ssi_stage *s = &ctx->st;
+    s->streak = 0;
+    s->cooldown = 0;
+    s->cool_len = ctx->opts.max_detailed < 1 ? 1 : (uint32_t)ctx->opts.max_detailed;
+}
+
+/* A detailed iteration that did not find its sequence cached. */
+static void bound_count(ss_ctx_t *ctx) {
+    ssi_stage *s = &ctx->st;
+    uint32_t d = ctx->opts.max_detailed < 1 ? 1 : (uint32_t)ctx->opts.max_detailed;
+    if (++s->streak < d) return;
+    s->cooldown = s->cool_len;
+    if (s->cool_len < 64 * d) s->cool_len *= 2;
+    s->streak = 0;
+    ctx->stats.bound_hits++;
+}
+
+static int end_recorded(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint64_t sig, double secs,
+                        ss_iter_report *rep) {
+    ssi_stage *s = &ctx->st;
+    ctx->stats.detailed_iters++;
+    if (s->recording == 2) ctx->stats.detailed_partial++;
+    ss_status st = ssi_rec_finish(ctx, h, sig, secs);
+    if (st) {
+        ctx->stats.plan_errors++;
+        bound_count(ctx);
+        return SS_PLAN_PENDING;
+    }
+    SS_ASSERT_INTERNAL(ssi_profile_running_hashes(s->rec, NULL) == h);
+    uint64_t peak = s->rec->base_bytes;
+    for (uint32_t i = 0; i < s->rec->nops; i++)
+        if (s->rec->ops[i].mem_after > peak) peak = s->rec->ops[i].mem_after;
+    rep->peak_bytes = peak;
+    int hit = cache_find(ctx, h, sig, n);
+    int replan = hit >= 0 && s->diverged && hit == s->from_plan;
+    if (hit >= 0 && !replan) {
+        /* the sequence was cached after all (a probe, or a prefix no cached plan shared) */
+        ctx->stats.detailed_wasted++;
+        ctx->stats.cache_hits++;
+        if (hit != s->cur) ctx->stats.plan_switches++;
+        s->cur = hit;
+        cache_touch(ctx, hit);
+        bound_reset(ctx);
+        return SS_PLAN_HIT;
+    }
+    if (hit < 0) ctx->stats.cache_misses++;
+    if (cache_plan(ctx, s->rec, replan ? hit : -1)) {
+        bound_count(ctx);
+        return SS_PLAN_PENDING;
+    }
+    s->rec = NULL;   /* the cache owns it now */
+    bound_count(ctx);
+    return SS_PLAN_NEW;
+}
+
+/* The light iteration's operators [good_n, n) equal the current plan's. */
+static int ring_matches_plan(ss_ctx_t *ctx, uint32_t n) {
+    ssi_stage *s = &ctx->st;
+    const ss_profile *pp = s->cache[s->cur].prof;
+    if (n > pp->nops || n < s->good_n || n - s->good_n > ctx->ring_mask + 1) return 0;
+    for (uint32_t i = s->good_n; i < n; i++) {
+        const ssi_ring_op *r = &ctx->ring[i & ctx->ring_mask];
+        if (pp->ops[i].name != r->id || pp->ops[i].site != r->site) return 0;
+    }
+    return 1;
+}
+
+static int end_light(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m, uint64_t sig,
+                     double secs) {
+    ssi_stage *s = &ctx->st;
+    if (s->cur >= 0 && !s->diverged) {
+        const ssi_cache_entry *e = &s->cache[s->cur];
+        if (n == e->nops && h == e->hash && m == e->prof->ntensors) {
+            cache_touch(ctx, s->cur);
+            bound_reset(ctx);
+            return s->mid_switches ? SS_PLAN_HIT : SS_PLAN_SAME;
+        }
+    }
+    if (!s->diverged) {
+        count_divergence(ctx);
+        ctx->stats.div_at_end++;
+        s->diverged_at = n;
+    }
+    int hit = cache_find(ctx, h, sig, n);
+    if (hit >= 0) {
+        ctx->stats.cache_hits++;
+        if (hit != s->cur) ctx->stats.plan_switches++;
+        s->cur = hit;
+        cache_touch(ctx, hit);
+        bound_reset(ctx);
+        return SS_PLAN_HIT;
+    }
+    ctx->stats.cache_misses++;
+    if (s->cur >= 0 && !s->diverged && m <= s->cache[s->cur].prof->ntensors &&
+        ring_matches_plan(ctx, n)) {
+        /* an exact prefix of the current plan's sequence, with a prefix of its saves (an
+         * evaluation step): its profile is the plan's, cut */
+        const ss_profile *src = s->cache[s->cur].prof;
+        ss_profile *p = NULL;
+        ss_status st = ssi_profile_new(&p);
+        if (!st) st = ssi_ctx_sync_names(ctx, p, src->nnames);
+        if (!st) st = ssi_profile_copy_prefix(p, src, n, m, n);
+        if (!st) {
+            p->seq_hash = h;
+            p->size_sig = sig;
+            p->iter_seconds = secs;
+            ssi_fmt(p->desc, sizeof p->desc, "smartswap profile derived from a prefix, iteration %llu",
+                    (unsigned long long)ctx->iter);
+            st = ssi_profile_finalize(p);
+        }
+        if (!st) st = cache_plan(ctx, p, -1);
+        if (!st) {
+            ctx->stats.prefix_derived++;
+            return SS_PLAN_NEW;
+        }
+        ssi_profile_free(p);
+    }
+    if (!s->withheld) s->probe_pending = 1;
+    return SS_PLAN_PENDING;
+}
+
+ss_status ssi_stage_iter_end(ss_ctx_t *ctx, ss_iter_report *rep) {
+    ssi_stage *s = &ctx->st;
+    uint32_t n = atomic_load_explicit(&ctx->n, memory_order_relaxed);
+    uint64_t h = ctx->h;
+    uint64_t sig = ssi_size_sig(ctx->saved_bytes);
+    int stage = s->stage_now, next = stage, event = SS_PLAN_NONE;
+    rep->detailed = s->recording;
+    switch (stage) {
+    case SS_STAGE_DISABLED:
+        ctx->stats.iters_disabled++;
+        break;
+    case SS_STAGE_WARMUP:
+        ctx->stats.iters_warmup++;
+        if (++s->warm_done >= (uint32_t)(ctx->opts.warmup_iters > 0 ? ctx->opts.warmup_iters : 0)) {
+            next = SS_STAGE_GENPOLICY;
+            ctx->stats.warmup_to_genpolicy++;
+        }
+        break;
+    case SS_STAGE_GENPOLICY:
+    case SS_STAGE_STABLE:
+        if (stage == SS_STAGE_GENPOLICY) ctx->stats.iters_genpolicy++;
+        else ctx->stats.iters_stable++;
+        event = s->recording ? end_recorded(ctx, n, h, sig, rep->seconds, rep)
+                             : end_light(ctx, n, h, ctx->nsaves, sig, rep->seconds);
+        if (stage == SS_STAGE_GENPOLICY) {
+            next = SS_STAGE_STABLE;
+            ctx->stats.genpolicy_to_stable++;
+        }
+        if (s->withheld) {
+            ctx->stats.iters_cooldown++;
+            if (s->cooldown) s->cooldown--;
+        }
+        break;
+    default:
+        break;
+    }
+    s->recording = 0;
+    atomic_store(&s->stage, next);
+    rep->stage = stage;
+    rep->next_stage = next;
+    rep->plan_event = event;
+    rep->diverged_at = s->diverged_at;
+    rep->mid_switches = s->mid_switches;
+    rep->seq_hash = h;
+    rep->size_sig = sig;
+    return SS_OK;
+}

@@ -1,0 +1,138 @@
+/* stage.h: the profiler's recording helpers (profile.c) and the stage machine with its plan
+ * cache (stage.c), as the framework context (api.c) drives them.
+ *
+ * Light mode: every operator folds (hash of its name's text, call site) into a running 64-bit
+ * hash, ssi_seq_step; shapes stay out of it. Saved bytes enter the size signature
+ * (ssi_size_sig: 16 buckets per power of two, about 4 to 6 % wide). A sequence is keyed by
+ * (running hash after its last operator, operator count, size signature of its saved bytes).
+ *
+ * Detailed mode fills an ss_profile (profile.h) through the ssi_rec_* calls: per operator its
+ * name, call site, phase and the unconstrained device bytes in use after it; per saved tensor
+ * bytes, dtype, shape, producer, uses and release; the iteration's wall time.
+ *
+ * The stage machine: WarmUp (options.warmup_iters light iterations) -> GenPolicy (one detailed
+ * iteration, then a plan) -> Stable (light, checked against the current plan's checkpoints).
+ * See stage.c for the rules and docs/api.md for the counters.
+ */
+#ifndef SS_STAGE_H
+#define SS_STAGE_H
+
+#include "plan.h"
+
+/* The seed of the running hash, and one step of it. */
+#define SSI_SEQ_SEED 0x5EC0DE5EC0DE5EC0ull
+static inline uint64_t ssi_seq_step(uint64_t h, uint64_t name_hash, uint64_t site) {
+    return ssi_hash_fold(h, name_hash ^ (site * 0x9E3779B97F4A7C15ull));
+}
+
+/* One operator in the light profiler's ring of recent operators. */
+typedef struct ssi_ring_op {
+    uint64_t site;
+    uint32_t id;
+    uint32_t pad;
+} ssi_ring_op;
+
+/* ---- profile.c -------------------------------------------------------------------------- */
+
+/* Size signature of a byte count: 0 for 0, else 16 buckets per power of two. */
+uint64_t ssi_size_sig(uint64_t bytes);
+/* The running hash after each operator of p into out[0 .. p->nops) (out has p->nops slots);
+ * returns the hash after the last one (SSI_SEQ_SEED for an empty profile). */
+uint64_t ssi_profile_running_hashes(const ss_profile *p, uint64_t *out);
+/* Sum of the bytes of the tensors flagged SS_TENSOR_SAVED. */
+uint64_t ssi_profile_saved_bytes(const ss_profile *p);
+/* Appends to dst (empty, with at least src's names) the first nops operators of src and the
+ * first ntensors tensors (whose producers must be < nops), with their uses before `upto`
+ * (<= nops) as pending uses and releases at or past `upto` cleared; operators' mem_after lose
+ * the bytes of src's tensors that were not copied. SS_ERR_HOST_OOM leaves dst partly filled
+ * (clear it); SS_ERR_INVALID for out-of-range counts. */
+ss_status ssi_profile_copy_prefix(ss_profile *dst, const ss_profile *src, uint32_t nops,
+                                  uint32_t ntensors, uint32_t upto);
+
+typedef struct ss_ctx ss_ctx_t;
+typedef struct ssi_handle ssi_handle;
+
+/* Detailed recording into ctx->st.rec. All with the context's lock held.
+ * rec_start: empties the recording profile, copies the names, sets base_bytes.
+ * rec_op: the operator just counted (index p->nops): closes the previous one's mem_after.
+ * rec_save: the save with ordinal `ord` (must be the next tensor index) produced by `op`.
+ * rec_use / rec_release: a load / release of tensor ord at operator op.
+ * rec_finish: closes the last operator, sets hash, signature and time, and finalizes. */
+ss_status ssi_rec_start(ss_ctx_t *ctx);
+ss_status ssi_rec_op(ss_ctx_t *ctx, uint32_t id, uint64_t site);
+ss_status ssi_rec_save(ss_ctx_t *ctx, uint32_t ord, uint32_t op, const ssi_handle *hd);
+ss_status ssi_rec_use(ss_ctx_t *ctx, uint32_t ord, uint32_t op);
+ss_status ssi_rec_release(ss_ctx_t *ctx, uint32_t ord, uint32_t op);
+ss_status ssi_rec_finish(ss_ctx_t *ctx, uint64_t seq_hash, uint64_t size_sig, double seconds);
+
+/* ---- stage.c ---------------------------------------------------------------------------- */
+
+/* The plan hook: makes *out from a finalized profile (which stays the caller's). free_fn
+ * frees such a plan (NULL: the default, which frees ck, names, entries and the struct with
+ * free()). Until the policy exists, the default hook makes a plan with no entries and one
+ * checkpoint per operator. A plan without checkpoints gets them from the stage. */
+typedef ss_status (*ssi_plan_fn)(void *user, const ss_profile *prof, ss_plan **out);
+typedef void (*ssi_plan_free_fn)(void *user, ss_plan *plan);
+typedef struct ssi_planner {
+    ssi_plan_fn      fn;
+    ssi_plan_free_fn free_fn;
+    void            *user;
+} ssi_planner;
+
+/* The default hook and the default free. */
+ss_status ssi_plan_default(void *user, const ss_profile *prof, ss_plan **out);
+void      ssi_plan_free_default(void *user, ss_plan *plan);
+
+typedef struct ssi_cache_entry {
+    ss_plan    *plan;
+    ss_profile *prof;       /* the profile it was made from (owned) */
+    uint64_t    hash, sig;  /* the key, with nops */
+    uint32_t    nops;
+    uint32_t    used;       /* 1 = slot holds a plan */
+    uint64_t    stamp;      /* LRU clock at the last use */
+} ssi_cache_entry;
+
+typedef struct ssi_stage {
+    _Atomic int stage;          /* ss_stage of the current (or next) iteration */
+    int         stage_now;      /* the stage the open iteration runs in */
+    uint32_t    warm_done;
+    ssi_planner planner;
+    /* the plan cache: cap = options.plan_cache_size slots */
+    ssi_cache_entry *cache;
+    uint32_t    cap;
+    uint64_t    clock;
+    int         cur;            /* slot of the current plan; -1 none */
+    /* the checkpoint cursor of this iteration (driving thread) */
+    const uint64_t *ck;
+    uint32_t    nck, ck_every, ck_j, plan_nops;
+    uint32_t    good_n;         /* operators verified against the plan so far */
+    /* this iteration */
+    int         recording;      /* 0 light, 1 detailed from op 0, 2 from diverged_at */
+    int         withheld;       /* detail withheld by the max_detailed bound */
+    int         diverged;       /* left the current plan and found no cached one in flight */
+    int         div_at_save;    /* the divergence was a save's size */
+    int         from_plan;      /* cur at the divergence (to tell a re-plan from a hit) */
+    int         div_counted;    /* this iteration's divergence is counted */
+    uint32_t    diverged_at;
+    uint32_t    mid_switches;
+    ss_profile *rec;            /* the recording profile (owned; handed to the cache) */
+    /* the bound on detailed iterations */
+    uint32_t    streak, cooldown, cool_len;
+    int         probe_pending;
+} ssi_stage;
+
+ss_status ssi_stage_init(ss_ctx_t *ctx);
+void      ssi_stage_free(ss_ctx_t *ctx);
+/* Sets up the iteration: stage, recording, checkpoint cursor, ctx->next_check (lock held). */
+ss_status ssi_stage_iter_begin(ss_ctx_t *ctx);
+/* ss_ctx_op's slow path: the operator count reached ctx->next_check with running hash ctx->h.
+ * Takes the lock itself. */
+ss_status ssi_stage_check(ss_ctx_t *ctx, uint32_t id, uint64_t site);
+/* A save with ordinal ord at operator op: checks it against the plan, records it (lock held). */
+ss_status ssi_stage_save(ss_ctx_t *ctx, uint32_t ord, uint32_t op, const ssi_handle *hd);
+/* Closes the iteration: transitions, cache, plans; fills the stage fields of rep (lock held). */
+ss_status ssi_stage_iter_end(ss_ctx_t *ctx, ss_iter_report *rep);
+/* The current plan (NULL none); lock held or driving thread. */
+const ss_plan *ssi_stage_plan(const ss_ctx_t *ctx);
+
+#endif /* SS_STAGE_H */
