@@ -13,6 +13,11 @@
 #define MiB (1ull << 20)
 #define SLOTS 64
 #define COPY_MAX (32 * KiB)
+#if defined(__SANITIZE_THREAD__)
+#define STEPS_DIV 5           /* TSan is ~20x slower: fewer steps, same paths */
+#else
+#define STEPS_DIV 1
+#endif
 
 typedef struct shadow {
     ss_block_t *b;
@@ -225,7 +230,7 @@ static uint64_t one_seed;
 static void t_measure(void) {
     for (uint64_t seed = 1; seed <= 4; seed++) {
         if (one_seed && seed != 1) break;
-        run(NULL, one_seed ? one_seed : seed, 20000, (int)(seed == 4));
+        run(NULL, one_seed ? one_seed : seed, 20000 / STEPS_DIV, (int)(seed == 4));
     }
 }
 
@@ -241,7 +246,7 @@ static void t_real(void) {
     if (ss_device_open("cpu-sim", &o, &d) != SS_OK) TEST_SKIP("cpu-sim not available");
     for (uint64_t seed = 1; seed <= 2; seed++) {
         if (one_seed && seed != 1) break;
-        run(d, one_seed ? one_seed : seed, 3000, (int)(seed == 2));
+        run(d, one_seed ? one_seed : seed, 3000 / STEPS_DIV, (int)(seed == 2));
     }
     ss_device_stats ds;
     CHECK_OK(ss_device_get_stats(d, &ds));
