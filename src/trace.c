@@ -850,8 +850,8 @@ void ssi_profile_stats_get(const ss_profile *p, ssi_profile_stats *s) {
         if (s->peak_op == SS_NONE || o->mem_after > s->peak_bytes) { s->peak_bytes = o->mem_after; s->peak_op = i; }
     }
     s->peak_activation_bytes = s->peak_bytes > p->base_bytes ? s->peak_bytes - p->base_bytes : 0;
-    /* saved bytes alive after each op: a sweep over producer (+) and release (-) points; the
-     * running sum is kept by walking ops in order with per-op deltas accumulated lazily */
+    /* saved bytes alive after each op: a sweep over producer (+) and release (-) points (a tensor
+     * released at op r is not alive after r) */
     int64_t *delta = p->nops ? calloc((size_t)p->nops + 1, sizeof *delta) : NULL;
     for (uint32_t t = 0; t < p->ntensors; t++) {
         const ss_prof_tensor *x = &p->tensors[t];
@@ -860,7 +860,7 @@ void ssi_profile_stats_get(const ss_profile *p, ssi_profile_stats *s) {
         if (x->flags & SS_TENSOR_NOSWAP) s->noswap_tensors++;
         if (delta && (x->flags & SS_TENSOR_SAVED) && x->producer < p->nops) {
             delta[x->producer] += (int64_t)x->bytes;
-            if (x->release != SS_NONE && x->release < p->nops) delta[x->release + 1] -= (int64_t)x->bytes;
+            if (x->release != SS_NONE && x->release < p->nops) delta[x->release] -= (int64_t)x->bytes;
         }
     }
     if (delta) {

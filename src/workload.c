@@ -558,8 +558,8 @@ ss_status ssi_workload_generate(const ssi_workload_config *c, ss_profile **out, 
     ssi_workload_params P;
     ssi_workload_count_params(c, &P);
     if (!g.st) {
-        /* mem_after: base + tensors alive after each op (sweep of +bytes at producer, -bytes
-         * after release) */
+        /* mem_after: base + tensors alive after each op: a sweep of +bytes at the producer and
+         * -bytes at the release (freed when its releasing op ends, so not counted after it) */
         double w = c->dtype_bytes;
         p->base_bytes = (uint64_t)(P.total * (2 * w + 8 + (w < 4 ? 4 : 0)));
         int64_t *delta = calloc((size_t)p->nops + 1, sizeof *delta);
@@ -567,7 +567,7 @@ ss_status ssi_workload_generate(const ssi_workload_config *c, ss_profile **out, 
         else {
             for (uint32_t t = 0; t < p->ntensors; t++) {
                 delta[p->tensors[t].producer] += (int64_t)p->tensors[t].bytes;
-                delta[p->tensors[t].release + 1] -= (int64_t)p->tensors[t].bytes;
+                delta[p->tensors[t].release] -= (int64_t)p->tensors[t].bytes;
             }
             int64_t cur = 0;
             double total_s = 0, attn = 0, saved = 0;
