@@ -599,12 +599,12 @@ static void t_sim_virtual_deterministic(void) {
  * same direction share one engine. Margins are wide: the assertions hold on a loaded machine. */
 static void t_sim_real_overlap(void) {
     ss_options o = sim_opts(0);
-    o.sim_d2h_gbps = 0.1;
-    o.sim_h2d_gbps = 0.1;
+    o.sim_d2h_gbps = 0.008;
+    o.sim_h2d_gbps = 0.008;
     ss_device_t *dev;
     CHECK_OK(ss_device_open("cpu-sim", &o, &dev));
-    const size_t n = 4u << 20;             /* 42 ms each way */
-    const double one = (double)n / 0.1e9;
+    const size_t n = 384u << 10;           /* 49 ms each way */
+    const double one = (double)n / 0.008e9;
     ss_stream_t *a, *b;
     void *d1, *d2, *h1, *h2;
     CHECK_OK(ss_stream_new(dev, &a));
