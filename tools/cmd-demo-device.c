@@ -99,15 +99,10 @@ int cmd_demo_device(int argc, char **argv) {
     printf("  one stream (copy after compute):   %7.2f ms\n", serial * 1e3);
     printf("  two streams (copy beside compute): %7.2f ms  -> %.0f %% of the copy time hidden\n\n",
            overlap * 1e3, serial > overlap ? 100.0 * (serial - overlap) / (serial - LAYERS * layer_s) : 0.0);
-    printf("  At the reference ratio a layer's activations take longer to move than its forward
-"
-           "  takes to compute, so the copies queue on the one D2H engine: swapping everything
-"
-           "  cannot hide; smartswap's planner swaps only what the budget needs.
-"
-           "  (Try SMARTSWAP_RATIO_SCALE=0.2 for a faster link.)
-
-");
+    printf("  At the reference ratio a layer's activations take longer to move than its forward\n"
+           "  takes to compute, so the copies queue on the one D2H engine: swapping everything\n"
+           "  cannot hide; smartswap's planner swaps only what the budget needs.\n"
+           "  (Try SMARTSWAP_RATIO_SCALE=0.2 for a faster link.)\n\n");
 
     /* 3. an early read: layer 0's block is freed (its copy is done), then read again */
     TRY(ss_mem_free(dev, d[0], act));
