@@ -382,6 +382,7 @@ static void diverge_at_op(ss_ctx_t *ctx, uint32_t n, uint64_t h) {
     }
     count_divergence(ctx);
     ctx->stats.div_at_op++;
+    if (s->diverged_at == UINT32_MAX) s->diverged_at = d0;
     int c = find_candidate(ctx, n, h, ctx->nsaves, NULL, 0);
     if (c >= 0) { switch_mid(ctx, c, n); return; }
     s->diverged = 1;
@@ -432,6 +433,7 @@ ss_status ssi_stage_save(ss_ctx_t *ctx, uint32_t ord, uint32_t op, const ssi_han
         return SS_OK;
     count_divergence(ctx);
     ctx->stats.div_at_save++;
+    if (s->diverged_at == UINT32_MAX) s->diverged_at = op;
     uint32_t n = atomic_load_explicit(&ctx->n, memory_order_relaxed);
     int c = find_candidate(ctx, n, ctx->h, ord, hd, op);
     if (c >= 0) { switch_mid(ctx, c, n); return SS_OK; }

@@ -1,0 +1,559 @@
+/* test-stage.c: the stage machine and the plan cache (src/stage.c), driven through the
+ * framework API as a trainer would, with exact transition, divergence and detailed-iteration
+ * counts: a steady sequence; lazy optimizer state at step 1; two sequences alternating; one
+ * sequence at alternating sizes; a new sequence every iteration (the bound); a divergence in
+ * the middle of an iteration noticed at that operator (with one checkpoint per operator and
+ * with one every four); evaluation steps (a prefix without saves); a tail change only visible
+ * at the end (a probe); LRU eviction; a planner that fails.
+ *
+ * The synthetic iteration: L = 4 layers, forward "linear" and "relu" (each saves one tensor),
+ * backward "relu_bwd" and "linear_bwd" in reverse (each loads and releases its tensor), then
+ * "adam_step". 17 operators, 8 saved tensors.
+ */
+#include "test.h"
+#include "api.h"
+
+enum { L = 4, NOPS = 4 * L + 1 };
+
+typedef struct spec {
+    uint64_t bytes;      /* per saved tensor */
+    int      rename_op;  /* operator index whose name becomes rename_id; -1 none */
+    uint32_t rename_id;
+    int      extra;      /* "zeros_like" operators before the step (lazy optimizer state) */
+    int      eval;       /* forward only, nothing saved */
+} spec;
+
+static uint32_t ID_LIN, ID_ACT, ID_ACTB, ID_LINB, ID_STEP, ID_ZEROS;
+static char buf[1 << 16];
+
+static void intern_all(ss_ctx_t *ctx) {
+    CHECK_OK(ss_ctx_intern(ctx, "linear", &ID_LIN));
+    CHECK_OK(ss_ctx_intern(ctx, "relu", &ID_ACT));
+    CHECK_OK(ss_ctx_intern(ctx, "relu_bwd", &ID_ACTB));
+    CHECK_OK(ss_ctx_intern(ctx, "linear_bwd", &ID_LINB));
+    CHECK_OK(ss_ctx_intern(ctx, "adam_step", &ID_STEP));
+    CHECK_OK(ss_ctx_intern(ctx, "zeros_like", &ID_ZEROS));
+}
+
+static uint32_t named(ss_ctx_t *ctx, const char *name) {
+    uint32_t id = 0;
+    CHECK_OK(ss_ctx_intern(ctx, name, &id));
+    return id;
+}
+
+static ss_ctx_t *mk(int warmup, int max_detailed, int cache) {
+    ss_ctx_config c = ss_ctx_config_default();
+    c.opts.warmup_iters = warmup;
+    c.opts.max_detailed = max_detailed;
+    c.opts.plan_cache_size = cache;
+    ss_ctx_t *ctx = NULL;
+    CHECK_OK(ss_ctx_new(&c, &ctx));
+    intern_all(ctx);
+    return ctx;
+}
+
+static spec plain(void) { spec s = {4096, -1, 0, 0, 0}; return s; }
+
+static void op(ss_ctx_t *ctx, const spec *s, int *idx, uint32_t id, uint64_t site) {
+    if (*idx == s->rename_op) id = s->rename_id;
+    CHECK_OK(ss_ctx_op(ctx, id, site));
+    (*idx)++;
+}
+
+static void run_iter(ss_ctx_t *ctx, const spec *s, ss_iter_report *rep) {
+    uint64_t h[2 * L];
+    int64_t shape[2] = {(int64_t)(s->bytes / 4), 1};
+    int idx = 0;
+    CHECK_OK(ss_ctx_iter_begin(ctx));
+    for (int l = 0; l < L; l++) {
+        op(ctx, s, &idx, ID_LIN, 100 + l);
+        if (!s->eval) CHECK_OK(ss_ctx_save(ctx, buf + 64 * (2 * l), s->bytes, SS_DTYPE_F32, 2, shape, 0, &h[2 * l]));
+        op(ctx, s, &idx, ID_ACT, 200 + l);
+        if (!s->eval) CHECK_OK(ss_ctx_save(ctx, buf + 64 * (2 * l + 1), s->bytes, SS_DTYPE_F32, 2, shape, 0, &h[2 * l + 1]));
+    }
+    if (!s->eval) {
+        for (int l = L - 1; l >= 0; l--) {
+            void *p = NULL;
+            op(ctx, s, &idx, ID_ACTB, 300 + l);
+            CHECK_OK(ss_ctx_load(ctx, h[2 * l + 1], NULL, &p));
+            CHECK(p == buf + 64 * (2 * l + 1));
+            CHECK_OK(ss_ctx_release(ctx, h[2 * l + 1]));
+            op(ctx, s, &idx, ID_LINB, 400 + l);
+            CHECK_OK(ss_ctx_load(ctx, h[2 * l], NULL, &p));
+            CHECK(p == buf + 64 * (2 * l));
+            CHECK_OK(ss_ctx_release(ctx, h[2 * l]));
+        }
+        for (int e = 0; e < s->extra; e++) op(ctx, s, &idx, ID_ZEROS, 500 + e);
+        op(ctx, s, &idx, ID_STEP, 600);
+    }
+    ss_iter_report r;
+    CHECK_OK(ss_ctx_iter_end(ctx, &r));
+    if (rep) *rep = r;
+}
+
+static ss_ctx_stats stats(ss_ctx_t *ctx) {
+    ss_ctx_stats s;
+    memset(&s, 0xAB, sizeof s);
+    CHECK_OK(ss_ctx_get_stats(ctx, &s));
+    return s;
+}
+
+/* A string with one character per iteration: D detailed from op 0, d from a divergence,
+ * . light. */
+static void pattern(char *out, int i, const ss_iter_report *r) {
+    out[i] = r->detailed == 1 ? 'D' : r->detailed == 2 ? 'd' : '.';
+    out[i + 1] = 0;
+}
+
+static void t_steady(void) {
+    ss_ctx_t *ctx = mk(2, 3, 8);
+    spec s = plain();
+    ss_iter_report r;
+    char pat[64];
+    const int want_stage[10] = {0, 0, 1, 2, 2, 2, 2, 2, 2, 2};
+    CHECK_EQ_INT(ss_ctx_stage(ctx), SS_STAGE_WARMUP);
+    for (int i = 0; i < 10; i++) {
+        run_iter(ctx, &s, &r);
+        pattern(pat, i, &r);
+        CHECK_EQ_INT(r.stage, want_stage[i]);
+        CHECK_EQ_U64(r.iter, i);
+        CHECK_EQ_U64(r.nops, NOPS);
+        CHECK_EQ_U64(r.nsaves, 2 * L);
+        CHECK_EQ_U64(r.nloads, 2 * L);
+        CHECK_EQ_U64(r.nreleases, 2 * L);
+        CHECK_EQ_U64(r.saved_bytes, 2 * L * 4096);
+        CHECK_EQ_U64(r.diverged_at, UINT32_MAX);
+        CHECK_EQ_INT(r.plan_event, i < 2 ? SS_PLAN_NONE : i == 2 ? SS_PLAN_NEW : SS_PLAN_SAME);
+    }
+    CHECK(strcmp(pat, "..D.......") == 0);
+    CHECK_EQ_INT(ss_ctx_stage(ctx), SS_STAGE_STABLE);
+    CHECK(strcmp(ss_stage_name(ss_ctx_stage(ctx)), "stable") == 0);
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.iters, 10);
+    CHECK_EQ_U64(st.ops, 10 * NOPS);
+    CHECK_EQ_U64(st.iters_warmup, 2);
+    CHECK_EQ_U64(st.warmup_to_genpolicy, 1);
+    CHECK_EQ_U64(st.iters_genpolicy, 1);
+    CHECK_EQ_U64(st.genpolicy_to_stable, 1);
+    CHECK_EQ_U64(st.iters_stable, 7);
+    CHECK_EQ_U64(st.detailed_iters, 1);
+    CHECK_EQ_U64(st.detailed_partial, 0);
+    CHECK_EQ_U64(st.plans_made, 1);
+    CHECK_EQ_U64(st.cache_misses, 1);
+    CHECK_EQ_U64(st.cache_hits, 0);
+    CHECK_EQ_U64(st.cache_entries, 1);
+    CHECK_EQ_U64(st.divergences, 0);
+    CHECK_EQ_U64(st.mid_switches, 0);
+    CHECK_EQ_U64(st.probes, 0);
+    CHECK_EQ_U64(st.bound_hits, 0);
+    /* the plan: one checkpoint per operator, the last one the sequence hash */
+    const ss_plan *pl = ssi_stage_plan(ctx);
+    CHECK(pl != NULL);
+    if (pl) {
+        CHECK_EQ_U64(pl->nops, NOPS);
+        CHECK_EQ_U64(pl->nck, NOPS);
+        CHECK_EQ_U64(pl->ck_every, 1);
+        CHECK_EQ_U64(pl->ck[NOPS - 1], r.seq_hash);
+        CHECK_EQ_U64(pl->seq_hash, r.seq_hash);
+    }
+    ss_ctx_free(ctx);
+}
+
+static void t_lazy_state(void) {
+    /* default warmup: the first iteration's extra operators are never profiled */
+    ss_ctx_t *ctx = mk(2, 3, 8);
+    spec lazy = plain(), s = plain();
+    lazy.extra = 2;
+    ss_iter_report r;
+    char pat[64];
+    for (int i = 0; i < 8; i++) {
+        run_iter(ctx, i == 0 ? &lazy : &s, &r);
+        pattern(pat, i, &r);
+    }
+    CHECK(strcmp(pat, "..D.....") == 0);
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.detailed_iters, 1);
+    CHECK_EQ_U64(st.plans_made, 1);
+    CHECK_EQ_U64(st.divergences, 0);
+    ss_ctx_free(ctx);
+
+    /* no warmup: step 1 is planned, step 2 diverges at the optimizer step (op 16) and is
+     * profiled from there in the same iteration; then stable */
+    ctx = mk(0, 3, 8);
+    for (int i = 0; i < 8; i++) {
+        run_iter(ctx, i == 0 ? &lazy : &s, &r);
+        pattern(pat, i, &r);
+        if (i == 1) {
+            CHECK_EQ_U64(r.diverged_at, 16);
+            CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+        }
+    }
+    CHECK(strcmp(pat, "Dd......") == 0);
+    st = stats(ctx);
+    CHECK_EQ_U64(st.iters_warmup, 0);
+    CHECK_EQ_U64(st.warmup_to_genpolicy, 0);
+    CHECK_EQ_U64(st.genpolicy_to_stable, 1);
+    CHECK_EQ_U64(st.detailed_iters, 2);
+    CHECK_EQ_U64(st.detailed_partial, 1);
+    CHECK_EQ_U64(st.plans_made, 2);
+    CHECK_EQ_U64(st.divergences, 1);
+    CHECK_EQ_U64(st.div_at_op, 1);
+    CHECK_EQ_U64(st.cache_entries, 2);
+    /* the plan made in step 2 is the steady sequence: 17 ops, last op adam_step */
+    const ss_profile *p = ctx->st.cache[ctx->st.cur].prof;
+    CHECK_EQ_U64(p->nops, NOPS);
+    CHECK_EQ_U64(p->ops[16].name, ID_STEP);
+    CHECK_EQ_U64(p->ntensors, 2 * L);
+    CHECK_EQ_U64(p->nuses, 2 * L);
+    ss_ctx_free(ctx);
+}
+
+static void t_alternating(void) {
+    ss_ctx_t *ctx = mk(2, 3, 8);
+    spec a = plain(), b = plain();
+    b.rename_op = 5;
+    b.rename_id = named(ctx, "gelu");
+    ss_iter_report r;
+    char pat[64];
+    for (int i = 0; i < 12; i++) {
+        run_iter(ctx, (i & 1) ? &b : &a, &r);
+        pattern(pat, i, &r);
+        if (i == 3) {
+            CHECK_EQ_U64(r.diverged_at, 5);
+            CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+            CHECK_EQ_U64(r.mid_switches, 0);
+        }
+        if (i >= 4) {   /* each switches to the other cached plan at op 5, without profiling */
+            CHECK_EQ_U64(r.diverged_at, 5);
+            CHECK_EQ_U64(r.mid_switches, 1);
+            CHECK_EQ_INT(r.plan_event, SS_PLAN_HIT);
+        }
+    }
+    CHECK(strcmp(pat, "..Dd........") == 0);
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.detailed_iters, 2);
+    CHECK_EQ_U64(st.detailed_partial, 1);
+    CHECK_EQ_U64(st.plans_made, 2);
+    CHECK_EQ_U64(st.divergences, 9);
+    CHECK_EQ_U64(st.div_at_op, 9);
+    CHECK_EQ_U64(st.mid_switches, 8);
+    CHECK_EQ_U64(st.plan_switches, 8);
+    CHECK_EQ_U64(st.cache_misses, 2);
+    CHECK_EQ_U64(st.cache_hits, 0);
+    CHECK_EQ_U64(st.probes, 0);
+    ss_ctx_free(ctx);
+}
+
+static void t_sizes(void) {
+    ss_ctx_t *ctx = mk(2, 3, 8);
+    spec s1 = plain(), s2 = plain();
+    s2.bytes = 8192;
+    ss_iter_report r, r2 = {0};
+    char pat[64];
+    for (int i = 0; i < 12; i++) {
+        run_iter(ctx, (i & 1) ? &s2 : &s1, &r);
+        pattern(pat, i, &r);
+        if (i == 3) {
+            CHECK_EQ_U64(r.diverged_at, 0);   /* the first save, in operator 0 */
+            CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+        }
+        if (i == 2) r2 = r;
+        if (i >= 4) {
+            CHECK_EQ_INT(r.plan_event, SS_PLAN_HIT);
+            CHECK_EQ_U64(r.mid_switches, 1);
+        }
+    }
+    CHECK(strcmp(pat, "..Dd........") == 0);
+    CHECK(r.seq_hash == r2.seq_hash);   /* one sequence ... */
+    CHECK(r.size_sig != r2.size_sig);   /* ... two sizes */
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.detailed_iters, 2);
+    CHECK_EQ_U64(st.plans_made, 2);
+    CHECK_EQ_U64(st.divergences, 9);
+    CHECK_EQ_U64(st.div_at_save, 9);
+    CHECK_EQ_U64(st.div_at_op, 0);
+    CHECK_EQ_U64(st.mid_switches, 8);
+    CHECK_EQ_U64(st.cache_entries, 2);
+    ss_ctx_free(ctx);
+
+    /* sizes within one bucket (4096 vs 4160 bytes: 1.6 %) are one plan */
+    ctx = mk(2, 3, 8);
+    s2.bytes = 4160;
+    for (int i = 0; i < 8; i++) run_iter(ctx, (i & 1) ? &s2 : &s1, &r);
+    st = stats(ctx);
+    CHECK_EQ_U64(st.detailed_iters, 1);
+    CHECK_EQ_U64(st.divergences, 0);
+    ss_ctx_free(ctx);
+}
+
+static void t_never_repeats(void) {
+    ss_ctx_t *ctx = mk(2, 3, 8);
+    ss_iter_report r;
+    char pat[64], nm[32];
+    for (int i = 0; i < 40; i++) {
+        spec s = plain();
+        s.rename_op = 3;
+        snprintf(nm, sizeof nm, "unique%d", i);
+        s.rename_id = named(ctx, nm);
+        run_iter(ctx, &s, &r);
+        pattern(pat, i, &r);
+        CHECK_EQ_INT(r.stage, i < 2 ? SS_STAGE_WARMUP : i == 2 ? SS_STAGE_GENPOLICY : SS_STAGE_STABLE);
+        if (i > 2 && r.detailed) CHECK_EQ_U64(r.diverged_at, 3);
+    }
+    /* 3 detailed, then 3 light, 3 detailed, 6 light, 3 detailed, 12 light, 3 detailed, ... */
+    CHECK_MSG(strcmp(pat, "..Ddd...ddd......ddd............ddd.....") == 0, "%s", pat);
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.detailed_iters, 12);
+    CHECK_EQ_U64(st.detailed_partial, 11);
+    CHECK_EQ_U64(st.plans_made, 12);
+    CHECK_EQ_U64(st.bound_hits, 4);
+    CHECK_EQ_U64(st.iters_cooldown, 26);
+    CHECK_EQ_U64(st.cache_evictions, 4);
+    CHECK_EQ_U64(st.cache_entries, 8);
+    CHECK_EQ_U64(st.divergences, 37);
+    CHECK_EQ_U64(st.div_at_op, 37);
+    CHECK_EQ_U64(st.cache_misses, 38);
+    CHECK_EQ_U64(st.probes, 0);
+    CHECK_EQ_U64(st.iters_stable, 37);
+
+    /* a known sequence comes back during a cool-down: it is recognised and the bound resets */
+    spec a = plain();
+    run_iter(ctx, &a, &r);   /* unseen as such (op 3 was always renamed): cooling down, light */
+    CHECK_EQ_INT(r.detailed, 0);
+    ss_ctx_free(ctx);
+}
+
+/* A planner that keeps one checkpoint every 4 operators. */
+static ss_status plan_every4(void *user, const ss_profile *prof, ss_plan **out) {
+    int *calls = user;
+    (*calls)++;
+    ss_status st = ssi_plan_default(NULL, prof, out);
+    if (st) return st;
+    ss_plan *pl = *out;
+    uint32_t n = pl->nops / 4;
+    for (uint32_t j = 0; j < n; j++) pl->ck[j] = pl->ck[4 * j + 3];
+    pl->ck_every = 4;
+    pl->nck = n;
+    return SS_OK;
+}
+
+static void t_divergence_at_op(void) {
+    /* one checkpoint per operator: noticed at the operator itself */
+    ss_ctx_t *ctx = mk(0, 3, 8);
+    spec a = plain(), d = plain();
+    d.rename_op = 11;
+    d.rename_id = named(ctx, "dropout_bwd");
+    ss_iter_report r;
+    run_iter(ctx, &a, &r);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+    run_iter(ctx, &a, &r);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+    run_iter(ctx, &d, &r);
+    CHECK_EQ_U64(r.diverged_at, 11);
+    CHECK_EQ_INT(r.detailed, 2);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+    /* the new profile: ops 0..10 from the plan, op 11 renamed, the rest recorded */
+    const ss_profile *p = ctx->st.cache[ctx->st.cur].prof;
+    CHECK_EQ_U64(p->nops, NOPS);
+    CHECK_EQ_U64(p->ops[11].name, d.rename_id);
+    CHECK_EQ_U64(p->ops[10].name, ID_ACTB);
+    CHECK_EQ_U64(p->ops[12].name, ID_ACTB);
+    CHECK_EQ_U64(p->ops[12].site, 301);
+    CHECK_EQ_U64(p->ops[16].name, ID_STEP);
+    CHECK_EQ_U64(p->ntensors, 2 * L);
+    CHECK_EQ_U64(p->nuses, 2 * L);   /* prefix uses (ops 8..10) and recorded ones (11..15) */
+    for (uint32_t t = 0; t < p->ntensors; t++) {
+        CHECK_EQ_U64(p->tensors[t].nuses, 1);
+        CHECK_EQ_U64(p->tensors[t].release, p->uses[p->tensors[t].use_off]);
+    }
+    CHECK_EQ_U64(p->seq_hash, r.seq_hash);
+    CHECK_EQ_U64(ssi_profile_running_hashes(p, NULL), r.seq_hash);
+    run_iter(ctx, &d, &r);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.detailed_iters, 2);
+    CHECK_EQ_U64(st.div_at_op, 1);
+    ss_ctx_free(ctx);
+
+    /* one checkpoint every 4 operators: a change at op 9 is seen at the checkpoint after op 11,
+     * and the ring of recent operators places it at op 9 exactly */
+    ctx = mk(0, 3, 8);
+    int calls = 0;
+    ssi_planner pl = {plan_every4, NULL, &calls};
+    CHECK_OK(ssi_ctx_set_planner(ctx, &pl));
+    d.rename_op = 9;
+    d.rename_id = named(ctx, "dropout_bwd");
+    run_iter(ctx, &a, &r);
+    CHECK_EQ_INT(calls, 1);
+    CHECK_EQ_U64(ssi_stage_plan(ctx)->ck_every, 4);
+    CHECK_EQ_U64(ssi_stage_plan(ctx)->nck, 4);
+    run_iter(ctx, &d, &r);
+    CHECK_EQ_U64(r.diverged_at, 9);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+    CHECK_EQ_INT(calls, 2);
+    p = ctx->st.cache[ctx->st.cur].prof;
+    CHECK_EQ_U64(p->ops[8].name, ID_ACTB);
+    CHECK_EQ_U64(p->ops[9].name, d.rename_id);
+    CHECK_EQ_U64(p->ops[10].name, ID_ACTB);
+    CHECK_EQ_U64(p->ops[11].name, ID_LINB);
+    CHECK_EQ_U64(ssi_profile_running_hashes(p, NULL), r.seq_hash);
+    run_iter(ctx, &a, &r);   /* back to a: the cached plan matches the prefix in flight */
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_HIT);
+    CHECK_EQ_U64(r.mid_switches, 1);
+    CHECK_EQ_INT(r.detailed, 0);
+
+    /* a change in the unchecked tail (op 16, after the last checkpoint at op 15) shows only at
+     * the end: the next iteration is a probe, recorded from op 0 */
+    spec t = plain();
+    t.rename_op = 16;
+    t.rename_id = named(ctx, "sgd_step");
+    run_iter(ctx, &t, &r);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_PENDING);
+    CHECK_EQ_U64(r.diverged_at, NOPS);
+    run_iter(ctx, &t, &r);
+    CHECK_EQ_INT(r.detailed, 1);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+    run_iter(ctx, &t, &r);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+    ss_ctx_stats st2 = stats(ctx);
+    CHECK_EQ_U64(st2.probes, 1);
+    CHECK_EQ_U64(st2.div_at_end, 1);
+    CHECK_EQ_U64(st2.detailed_iters, 3);
+    CHECK_EQ_U64(st2.plans_made, 3);
+    ss_ctx_free(ctx);
+}
+
+static void t_eval_steps(void) {
+    ss_ctx_t *ctx = mk(2, 3, 8);
+    spec tr = plain(), ev = plain();
+    ev.eval = 1;
+    ss_iter_report r;
+    char pat[64], ev_pat[64] = "";
+    for (int i = 0; i < 12; i++) {
+        int is_eval = i % 3 == 0 && i > 0;
+        run_iter(ctx, is_eval ? &ev : &tr, &r);
+        pattern(pat, i, &r);
+        size_t k = strlen(ev_pat);
+        ev_pat[k] = "-=HNP"[r.plan_event];
+        ev_pat[k + 1] = 0;
+        if (is_eval) CHECK_EQ_U64(r.nops, 2 * L);
+    }
+    /* 3: the eval step is a prefix of the training step: planned from it without detail;
+     * later eval steps hit; training steps switch back at their first save */
+    CHECK(strcmp(pat, "..D.........") == 0);
+    CHECK_MSG(strcmp(ev_pat, "--NNH=HH=HH=") == 0, "%s", ev_pat);
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.detailed_iters, 1);
+    CHECK_EQ_U64(st.prefix_derived, 1);
+    CHECK_EQ_U64(st.plans_made, 2);
+    CHECK_EQ_U64(st.div_at_end, 3);
+    CHECK_EQ_U64(st.div_at_save, 3);
+    CHECK_EQ_U64(st.mid_switches, 3);
+    CHECK_EQ_U64(st.cache_hits, 2);
+    ss_ctx_free(ctx);
+}
+
+static void t_lru(void) {
+    /* three sequences in turn through a cache of two: each evicts the least recently used */
+    ss_ctx_t *ctx = mk(0, 1000, 2);
+    spec s[3] = {plain(), plain(), plain()};
+    for (int k = 0; k < 3; k++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "variant%d", k);
+        s[k].rename_op = 5;
+        s[k].rename_id = named(ctx, nm);
+    }
+    ss_iter_report r;
+    for (int i = 0; i < 9; i++) {
+        run_iter(ctx, &s[i % 3], &r);
+        CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+    }
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.plans_made, 9);
+    CHECK_EQ_U64(st.cache_evictions, 7);
+    CHECK_EQ_U64(st.cache_entries, 2);
+    ss_ctx_free(ctx);
+
+    /* a cache of three holds them all: after the first round, no more profiling */
+    ctx = mk(0, 1000, 3);
+    for (int k = 0; k < 3; k++) s[k].rename_id = named(ctx, k == 0 ? "v0" : k == 1 ? "v1" : "v2");
+    for (int i = 0; i < 9; i++) run_iter(ctx, &s[i % 3], &r);
+    st = stats(ctx);
+    CHECK_EQ_U64(st.plans_made, 3);
+    CHECK_EQ_U64(st.detailed_iters, 3);
+    CHECK_EQ_U64(st.mid_switches, 6);
+    CHECK_EQ_U64(st.cache_evictions, 0);
+    ss_ctx_free(ctx);
+}
+
+static ss_status plan_fails(void *user, const ss_profile *prof, ss_plan **out) {
+    (void)user; (void)prof; (void)out;
+    return SS_ERR_INFEASIBLE;
+}
+
+static void t_planner_fails(void) {
+    ss_ctx_t *ctx = mk(0, 2, 8);
+    ssi_planner pl = {plan_fails, NULL, NULL};
+    CHECK_OK(ssi_ctx_set_planner(ctx, &pl));
+    spec a = plain();
+    ss_iter_report r;
+    char pat[64];
+    for (int i = 0; i < 8; i++) {
+        run_iter(ctx, &a, &r);
+        pattern(pat, i, &r);
+        CHECK_EQ_INT(r.plan_event, SS_PLAN_PENDING);
+    }
+    /* GenPolicy, then probes with no plan, bounded like any unseen sequence */
+    CHECK_MSG(strcmp(pat, "DD..DD..") == 0, "%s", pat);
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.plan_errors, 4);
+    CHECK_EQ_U64(st.plans_made, 0);
+    CHECK_EQ_U64(st.bound_hits, 2);
+    CHECK_EQ_INT(ss_ctx_stage(ctx), SS_STAGE_STABLE);
+    ss_ctx_free(ctx);
+}
+
+static void t_disabled(void) {
+    ss_ctx_config c = ss_ctx_config_default();
+    c.opts.disable = 1;
+    ss_ctx_t *ctx = NULL;
+    CHECK_OK(ss_ctx_new(&c, &ctx));
+    intern_all(ctx);
+    CHECK_EQ_INT(ss_ctx_stage(ctx), SS_STAGE_DISABLED);
+    spec a = plain();
+    ss_iter_report r;
+    for (int i = 0; i < 5; i++) run_iter(ctx, &a, &r);
+    CHECK_EQ_INT(r.stage, SS_STAGE_DISABLED);
+    CHECK_EQ_INT(r.detailed, 0);
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.iters_disabled, 5);
+    CHECK_EQ_U64(st.detailed_iters, 0);
+    CHECK_EQ_U64(st.plans_made, 0);
+    CHECK_EQ_U64(st.saves, 5 * 2 * L);
+    ss_ctx_free(ctx);
+
+    /* the environment variable does the same for a context made with cfg NULL */
+    setenv("SMARTSWAP_DISABLE", "1", 1);
+    CHECK_OK(ss_ctx_new(NULL, &ctx));
+    CHECK_EQ_INT(ss_ctx_stage(ctx), SS_STAGE_DISABLED);
+    ss_ctx_free(ctx);
+    setenv("SMARTSWAP_DISABLE", "nonsense", 1);
+    ctx = NULL;
+    CHECK_STATUS(ss_ctx_new(NULL, &ctx), SS_ERR_INVALID);
+    CHECK(ctx == NULL);
+    unsetenv("SMARTSWAP_DISABLE");
+}
+
+int main(void) {
+    RUN(t_steady);
+    RUN(t_lazy_state);
+    RUN(t_alternating);
+    RUN(t_sizes);
+    RUN(t_never_repeats);
+    RUN(t_divergence_at_op);
+    RUN(t_eval_steps);
+    RUN(t_lru);
+    RUN(t_planner_fails);
+    RUN(t_disabled);
+    return test_summary();
+}
