@@ -7,6 +7,7 @@
  * version mismatch says what to re-run, and no input makes the reader crash or leak.
  */
 #include "plan.h"
+#include "stage.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -114,17 +115,12 @@ ss_status ssi_plan_set_checkpoints(ss_plan *p, const ss_profile *prof, uint32_t 
     if (!p || !prof) return SS_ERR_INVALID;
     if (every == 0) every = SS_PLAN_CK_EVERY_DEFAULT;
     uint32_t nck = prof->nops / every;
-    uint64_t *ck = NULL;
-    if (nck) {
-        ck = malloc((size_t)nck * sizeof *ck);
-        if (!ck) return SS_ERR_HOST_OOM;
-    }
-    uint64_t h = 0;
-    uint32_t j = 0;
-    for (uint32_t i = 0; i < prof->nops; i++) {
-        h = ssi_seq_fold_op(h, prof->ops[i].name, prof->ops[i].site);
-        if ((i + 1) % every == 0) ck[j++] = h;
-    }
+    uint64_t *ck = NULL, *run = NULL;
+    if (nck && !(ck = malloc((size_t)nck * sizeof *ck))) return SS_ERR_HOST_OOM;
+    if (prof->nops && !(run = malloc((size_t)prof->nops * sizeof *run))) { free(ck); return SS_ERR_HOST_OOM; }
+    uint64_t h = ssi_profile_running_hashes(prof, run);
+    for (uint32_t j = 0; j < nck; j++) ck[j] = run[(size_t)(j + 1) * every - 1];
+    free(run);
     free(p->ck);
     p->ck = ck;
     p->nck = nck;
@@ -434,7 +430,6 @@ static ss_status read_header(rd *r, const cJSON *h, ss_plan *p, uint32_t *nent) 
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(h, "desc");
     if (d && !cJSON_IsString(d)) return fail(r, "field \"desc\" is not a string");
     if (d) ssi_fmt(p->desc, sizeof p->desc, "%s", d->valuestring);
-    uint64_t u;
     if ((st = get_hex(r, h, "seq_hash", &p->seq_hash))) return st;
     if ((st = get_hex(r, h, "size_sig", &p->size_sig))) return st;
     if ((st = get_u32(r, h, "nops", &p->nops))) return st;
@@ -465,7 +460,6 @@ static ss_status read_header(rd *r, const cJSON *h, ss_plan *p, uint32_t *nent) 
         if (ssi_plan_intern(p, n->valuestring, &id)) return SS_ERR_HOST_OOM;
         if (id != p->nnames - 1) return fail(r, "\"names\" lists \"%.60s\" twice", n->valuestring);
     }
-    (void)u;
     if (p->nck) {
         p->ck = calloc(p->nck, sizeof *p->ck);
         if (!p->ck) return SS_ERR_HOST_OOM;

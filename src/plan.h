@@ -69,14 +69,10 @@ void      ssi_plan_sort(ss_plan *p);
 ss_status ssi_plan_entry_from_tensor(ss_plan *p, const ss_profile *prof, uint32_t t,
                                      ss_plan_entry *e);
 
-/* The light profiler's per-operator step: folds operator (name id, call site) into the running
- * sequence hash h. ONE definition shared by the profiler and the plan checkpoints; the running
- * hash starts at 0. */
-static inline uint64_t ssi_seq_fold_op(uint64_t h, uint32_t name_id, uint64_t site) {
-    return ssi_hash_fold(h, ((uint64_t)name_id * 0x9E3779B97F4A7C15ull) ^ site);
-}
-/* Sets nops, seq_hash (when prof has none, the fold of the whole sequence) and the checkpoints
- * of p from prof: ck[j] = running hash after operator (j+1)*every - 1 (every 0 = the default). */
+/* Sets nops, seq_hash (when prof has none, the running hash after its last operator) and the
+ * checkpoints of p from prof: ck[j] = the light profiler's running hash (ssi_profile_running_hashes
+ * of stage.h: SSI_SEQ_SEED folded with ssi_seq_step per operator) after operator
+ * (j+1)*every - 1 (every 0 = the default). */
 ss_status ssi_plan_set_checkpoints(ss_plan *p, const ss_profile *prof, uint32_t every);
 
 /* Checks every index and invariant: names valid, entries sorted by out_op, for each entry
