@@ -38,7 +38,7 @@
  * = base + bytes of every tensor alive after it (a tensor released at op r is not counted after r).
  */
 #include "workload.h"
-#include "plan.h"   /* ssi_seq_fold_op: the light profiler's hash step */
+#include "stage.h"  /* the light profiler's sequence hash and size signature */
 
 #include <math.h>
 #include <stdio.h>
@@ -570,7 +570,7 @@ ss_status ssi_workload_generate(const ssi_workload_config *c, ss_profile **out, 
                 delta[p->tensors[t].release] -= (int64_t)p->tensors[t].bytes;
             }
             int64_t cur = 0;
-            double total_s = 0, attn = 0, saved = 0;
+            double total_s = 0, attn = 0;
             for (uint32_t j = 0; j < p->nops; j++) {
                 cur += delta[j];
                 ss_prof_op *o = &p->ops[j];
@@ -581,13 +581,9 @@ ss_status ssi_workload_generate(const ssi_workload_config *c, ss_profile **out, 
                 if (is_attention_product(p->names[o->name])) attn += o->flops;
             }
             free(delta);
-            for (uint32_t t = 0; t < p->ntensors; t++)
-                if (p->tensors[t].flags & SS_TENSOR_SAVED) saved += (double)p->tensors[t].bytes;
             p->iter_seconds = total_s;
-            uint64_t h = 0;
-            for (uint32_t j = 0; j < p->nops; j++) h = ssi_seq_fold_op(h, p->ops[j].name, p->ops[j].site);
-            p->seq_hash = h;
-            p->size_sig = (uint64_t)(saved / (1 << 20)) + 1;   /* saved MiB, rounded down, + 1 */
+            p->seq_hash = ssi_profile_running_hashes(p, NULL);
+            p->size_sig = ssi_size_sig(ssi_profile_saved_bytes(p));
             ssi_fmt(p->desc, sizeof p->desc, "trace gen %s: L=%u h=%u a=%u kv=%u i=%u V=%u%s b=%u s=%u %s%s",
                     c->model, c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab,
                     c->moe_experts ? " moe" : "", c->batch, c->seq, c->dtype_bytes == 2 ? "bf16" : "f32",

@@ -90,7 +90,7 @@ typedef struct ssi_workload_info {
 void ssi_workload_info_free(ssi_workload_info *info);   /* frees the arrays; NULL is fine */
 
 /* Generates one training iteration as a finalized profile (*out, freed with ssi_profile_free):
- * desc, seq_hash (ssi_seq_fold_op over the sequence), size_sig, base_bytes (weights, gradients,
+ * desc, seq_hash and size_sig (as the light profiler computes them, stage.h), base_bytes (weights, gradients,
  * optimizer state), per op FLOPs, an estimated duration and mem_after (the unconstrained demand:
  * base + every tensor alive after the op). Returns SS_ERR_INVALID (message in err) for a bad
  * config or one whose tensors would exceed 2^60 bytes, SS_ERR_HOST_OOM. On failure *out and

@@ -7,7 +7,7 @@
 #include "test.h"
 #include "workload.h"
 #include "trace.h"
-#include "plan.h"
+#include "stage.h"
 
 #include <math.h>
 
@@ -295,9 +295,10 @@ static void t_invariants(void) {
         CHECK_EQ_U64(p->base_bytes, (uint64_t)(16 * P.total));
         CHECK_EQ_U64(s.ops_phase[SS_PHASE_OPT], c.layers + 1);
         /* the sequence hash is the light profiler's fold over the ops */
-        uint64_t hsh = 0;
-        for (uint32_t j = 0; j < p->nops; j++) hsh = ssi_seq_fold_op(hsh, p->ops[j].name, p->ops[j].site);
+        uint64_t hsh = SSI_SEQ_SEED;
+        for (uint32_t j = 0; j < p->nops; j++) hsh = ssi_seq_step(hsh, ssi_hash_str(p->names[p->ops[j].name]), p->ops[j].site);
         CHECK_EQ_U64(hsh, p->seq_hash);
+        CHECK_EQ_U64(p->size_sig, ssi_size_sig(s.saved_bytes));
         CHECK(p->iter_seconds > 0 && fabs(p->iter_seconds - s.op_seconds) < 1e-9 * s.op_seconds);
         ssi_workload_info_free(&in);
         ssi_profile_free(p);
