@@ -1,0 +1,76 @@
+/* mem-ss.c: the smartswap-allocator backend of the trainer's memory interface (mem-ss.h). */
+#include "mem-ss.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ss_backend {
+    ss_device_t *dev;
+    ss_alloc_t  *alloc;
+} ss_backend;
+
+static int ssb_alloc(void *user, size_t bytes, void **ptr, void **impl, char *err, size_t errlen) {
+    ss_backend *s = user;
+    ss_block_t *b = NULL;
+    ss_status st = ss_alloc_malloc(s->alloc, bytes, &b);
+    if (st != SS_OK) {
+        ss_alloc_stats as;
+        memset(&as, 0, sizeof as);
+        ss_alloc_get_stats(s->alloc, &as);
+        snprintf(err, errlen, "ss_alloc_malloc: %s (allocator: %llu bytes in use, %llu reserved, budget %llu)",
+                 ss_status_str(st), (unsigned long long)as.in_use_bytes, (unsigned long long)as.reserved_bytes,
+                 (unsigned long long)as.budget_bytes);
+        return 1;
+    }
+    *ptr = ss_block_ptr(b);
+    *impl = b;
+    return 0;
+}
+
+static void ssb_free(void *user, void *ptr, void *impl) {
+    ss_backend *s = user;
+    (void)ptr;
+    ss_alloc_free(s->alloc, impl);
+}
+
+static void ssb_destroy(void *user) {
+    ss_backend *s = user;
+    if (s->alloc) ss_alloc_destroy_force(s->alloc);
+    if (s->dev) ss_device_close(s->dev);
+    free(s);
+}
+
+int gpt_mem_init_ss(gpt_mem *m, const char *name, const ss_options *opts, uint64_t budget, char *err,
+                    size_t errlen) {
+    ss_options o = opts ? *opts : ss_options_default();
+    if (budget && o.sim_capacity_bytes < budget) o.sim_capacity_bytes = budget;
+    ss_backend *s = calloc(1, sizeof *s);
+    if (!s) { snprintf(err, errlen, "out of host memory"); return 1; }
+    ss_status st = ss_device_open(name, &o, &s->dev);
+    if (st != SS_OK) {
+        snprintf(err, errlen, "cannot open device '%s': %s", name, ss_status_str(st));
+        free(s);
+        return 1;
+    }
+    ss_alloc_config c = ss_alloc_config_default();
+    c.budget_bytes = budget;
+    st = ss_alloc_new(s->dev, &c, &s->alloc);
+    if (st != SS_OK) {
+        snprintf(err, errlen, "cannot create the allocator on '%s': %s", name, ss_status_str(st));
+        ss_device_close(s->dev);
+        free(s);
+        return 1;
+    }
+    gpt_mem_backend be = {"smartswap-alloc", s, ssb_alloc, ssb_free, ssb_destroy};
+    gpt_mem_init_backend(m, &be, budget);
+    return 0;
+}
+
+ss_alloc_t *gpt_mem_ss_alloc(const gpt_mem *m) {
+    return m->be.alloc == ssb_alloc ? ((ss_backend *)m->be.user)->alloc : NULL;
+}
+
+ss_device_t *gpt_mem_ss_device(const gpt_mem *m) {
+    return m->be.alloc == ssb_alloc ? ((ss_backend *)m->be.user)->dev : NULL;
+}

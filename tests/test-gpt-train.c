@@ -1,0 +1,359 @@
+/* test-gpt-train.c: the reference trainer as a whole (gpt/model.c):
+ *  - golden losses: a tiny configuration trained for GOLDEN_STEPS steps matches the per-step
+ *    losses PyTorch computed from the same initial weights and batches
+ *    (tests/data/golden-gpt-tiny.txt, made by scripts/golden_losses.py) within 1e-5 relative;
+ *  - determinism: the same run twice, and with 1 and 2 OpenMP threads: bit-identical losses,
+ *    gradients and weights;
+ *  - recompute vs none over 24 steps: losses, every step's gradients and the final weights
+ *    bit-identical (memcmp), recompute's activation peak lower;
+ *  - the smartswap allocator backend (cpu-sim) gives the same bits as malloc;
+ *  - budgets: below the model's state, and too small for the activations: clear errors, no
+ *    leak, and the model still trains afterwards;
+ *  - the loss goes down.
+ * `test-gpt-train --dump DIR` writes the golden inputs (weights.bin, batches.bin, config.json)
+ * for scripts/golden_losses.py instead of testing.
+ */
+#include "data.h"
+#include "mem-ss.h"
+#include "model.h"
+#include "test.h"
+
+#include <math.h>
+#include <sys/stat.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define GOLDEN_STEPS 10
+#define GOLDEN_LR 3e-3f
+#define GOLDEN_SEED 1234
+#define GOLDEN_TOL 1e-5
+
+static const char *argv0 = "";
+
+static const char text[] =
+    "The Jargon File is a glossary of hacker slang. It was started in 1975 and has been "
+    "maintained by a long line of editors. A fortune is a short saying printed at login: "
+    "\"Real programmers can write FORTRAN in any language.\" Swapping moves tensors from the "
+    "accelerator to host memory and back, hidden behind the compute of other layers, so that "
+    "a model whose activations do not fit can still train at close to full speed. Recompute "
+    "instead throws the activations away and runs the forward pass of a layer again during "
+    "backward. Both must give the same bits as keeping everything resident.\n";
+
+static gpt_config tiny_config(void) {
+    gpt_config c = gpt_config_default();
+    c.layers = 2; c.hidden = 32; c.heads = 4; c.kv_heads = 2; c.ffn = 64;
+    c.seq = 16; c.batch = 4; c.vocab = 256;
+    return c;
+}
+
+/* A config whose activations dominate its memory. */
+static gpt_config act_config(void) {
+    gpt_config c = gpt_config_default();
+    c.layers = 3; c.hidden = 32; c.heads = 4; c.kv_heads = 1; c.ffn = 96;
+    c.seq = 48; c.batch = 4; c.vocab = 256;
+    return c;
+}
+
+typedef struct run {
+    gpt_mem   mem;
+    gpt_keep  keep;
+    gpt_model model;
+    gpt_data  data;
+    int      *tok, *tgt;
+} run;
+
+static int run_open(run *r, const gpt_config *c, gpt_mode mode, uint64_t budget, int use_ss) {
+    char err[256];
+    memset(r, 0, sizeof *r);
+    if (use_ss) {
+        if (gpt_mem_init_ss(&r->mem, "cpu-sim", NULL, budget, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+    } else {
+        gpt_mem_init_malloc(&r->mem, budget);
+    }
+    gpt_keep_init(&r->keep, &r->mem);
+    gpt_hooks h = gpt_hooks_keep(&r->keep);
+    if (gpt_model_init(&r->model, c, &r->mem, &h, mode, GOLDEN_SEED)) {
+        fprintf(stderr, "init: %s\n", r->model.errmsg);
+        return 1;
+    }
+    gpt_data_from_memory(&r->data, text, sizeof text - 1, "test text", err, sizeof err);
+    r->tok = malloc(sizeof(int) * c->batch * c->seq);
+    r->tgt = malloc(sizeof(int) * c->batch * c->seq);
+    return 0;
+}
+
+static int run_step(run *r, int step, float lr, float *loss) {
+    gpt_config *c = &r->model.cfg;
+    gpt_data_batch(&r->data, GOLDEN_SEED, step, c->batch, c->seq, r->tok, r->tgt);
+    if (gpt_forward_backward(&r->model, r->tok, r->tgt, c->batch, c->seq, step, loss)) return 1;
+    return gpt_update(&r->model, lr);
+}
+
+static void run_close(run *r) {
+    gpt_model_free(&r->model);
+    gpt_keep_free(&r->keep);
+    uint64_t live = r->mem.live;
+    CHECK_MSG(live == 0, "%llu buffers leaked", (unsigned long long)live);
+    gpt_mem_destroy(&r->mem);
+    gpt_data_free(&r->data);
+    free(r->tok);
+    free(r->tgt);
+}
+
+static int same_params(const gpt_model *a, const gpt_model *b, int grads) {
+    for (int i = 0; i < a->nparams; i++) {
+        const gpt_buf *x = grads ? a->params[i]->grad : a->params[i]->buf;
+        const gpt_buf *y = grads ? b->params[i]->grad : b->params[i]->buf;
+        if (memcmp(x->ptr, y->ptr, a->params[i]->n * sizeof(float))) return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void t_learns(void) {
+    run r;
+    gpt_config c = tiny_config();
+    if (run_open(&r, &c, GPT_MODE_NONE, 0, 0)) { CHECK(0); return; }
+    float first = 0, last = 0, loss;
+    for (int s = 0; s < 40; s++) {
+        if (run_step(&r, s, 1e-2f, &loss)) { CHECK_MSG(0, "%s", r.model.errmsg); break; }
+        if (s == 0) first = loss;
+        last = loss;
+    }
+    fprintf(stderr, "     loss %.4f -> %.4f over 40 steps (ln 256 = %.4f)\n", first, last, log(256.0));
+    CHECK(fabs(first - log(256.0)) < 0.5);
+    CHECK(last < first - 1.0f);
+    run_close(&r);
+}
+
+static void t_golden(void) {
+    char path[4096];
+    FILE *f = fopen("tests/data/golden-gpt-tiny.txt", "r");
+    if (!f) {
+        /* from the build directory's tests/: ../../tests/data */
+        snprintf(path, sizeof path, "%s", argv0);
+        char *sl = strrchr(path, '/');
+        if (sl) { strcpy(sl, "/../../tests/data/golden-gpt-tiny.txt"); f = fopen(path, "r"); }
+    }
+    CHECK_MSG(f != NULL, "tests/data/golden-gpt-tiny.txt not found (run from the repository root)");
+    if (!f) return;
+    char line[512];
+    double want[GOLDEN_STEPS];
+    int n = 0;
+    CHECK(fgets(line, sizeof line, f) && !strncmp(line, "gpt-golden v1", 13));
+    while (fgets(line, sizeof line, f)) {
+        int step;
+        char hex[64];
+        if (line[0] == '#') continue;
+        if (sscanf(line, "%d %63s", &step, hex) == 2 && step == n && n < GOLDEN_STEPS) want[n++] = strtod(hex, NULL);
+    }
+    fclose(f);
+    CHECK_EQ_INT(n, GOLDEN_STEPS);
+    run r;
+    gpt_config c = tiny_config();
+    if (run_open(&r, &c, GPT_MODE_NONE, 0, 0)) { CHECK(0); return; }
+    double worst = 0;
+    for (int s = 0; s < n; s++) {
+        float loss;
+        if (run_step(&r, s, GOLDEN_LR, &loss)) { CHECK_MSG(0, "%s", r.model.errmsg); break; }
+        double rel = fabs(loss - want[s]) / fabs(want[s]);
+        if (rel > worst) worst = rel;
+        CHECK_MSG(rel <= GOLDEN_TOL, "step %d: loss %.9g, PyTorch %.9g (relative %.3g > %g)", s, loss, want[s], rel,
+                  GOLDEN_TOL);
+    }
+    fprintf(stderr, "     %d steps against PyTorch: worst relative difference %.2e (tolerance %g)\n", n, worst,
+            GOLDEN_TOL);
+    run_close(&r);
+}
+
+/* Runs `steps` steps; writes the losses and returns the final weights (caller frees). */
+static float *train_copy(const gpt_config *c, gpt_mode mode, int use_ss, int steps, float *losses) {
+    run r;
+    if (run_open(&r, c, mode, 0, use_ss)) { CHECK(0); return NULL; }
+    for (int s = 0; s < steps; s++)
+        if (run_step(&r, s, 1e-2f, &losses[s])) { CHECK_MSG(0, "%s", r.model.errmsg); break; }
+    size_t total = 0;
+    for (int i = 0; i < r.model.nparams; i++) total += r.model.params[i]->n;
+    float *w = malloc(total * sizeof *w), *p = w;
+    for (int i = 0; i < r.model.nparams; i++) {
+        memcpy(p, r.model.params[i]->buf->ptr, r.model.params[i]->n * sizeof(float));
+        p += r.model.params[i]->n;
+    }
+    run_close(&r);
+    return w;
+}
+
+static size_t param_total(const gpt_config *c) { return (size_t)gpt_param_count(c); }
+
+static void t_determinism(void) {
+    gpt_config c = act_config();
+    enum { S = 6 };
+    float l1[S], l2[S], l3[S];
+    float *w1 = train_copy(&c, GPT_MODE_NONE, 0, S, l1);
+    float *w2 = train_copy(&c, GPT_MODE_NONE, 0, S, l2);
+    CHECK(w1 && w2 && !memcmp(l1, l2, sizeof l1) && !memcmp(w1, w2, param_total(&c) * sizeof(float)));
+#ifdef _OPENMP
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    float *w3 = train_copy(&c, GPT_MODE_NONE, 0, S, l3);
+    omp_set_num_threads(2);
+    float *w4 = train_copy(&c, GPT_MODE_NONE, 0, S, l2);
+    omp_set_num_threads(saved);
+    CHECK_MSG(!memcmp(l1, l3, sizeof l1), "1 thread: loss %.9g vs %.9g", l3[S - 1], l1[S - 1]);
+    CHECK_MSG(!memcmp(l3, l2, sizeof l1), "1 vs 2 threads: loss %a vs %a", l3[S - 1], l2[S - 1]);
+    CHECK(w3 && w4 && !memcmp(w3, w4, param_total(&c) * sizeof(float)));
+    fprintf(stderr, "     1 and 2 threads: %d losses and %zu weights bit-identical (last loss %a)\n", S,
+            param_total(&c), l3[S - 1]);
+    free(w3);
+    free(w4);
+#else
+    (void)l3;
+    fprintf(stderr, "     built without OpenMP: thread-count check not applicable\n");
+#endif
+    free(w1);
+    free(w2);
+}
+
+static void t_recompute_bitwise(void) {
+    gpt_config c = act_config();
+    run a, b;
+    if (run_open(&a, &c, GPT_MODE_NONE, 0, 0) || run_open(&b, &c, GPT_MODE_RECOMPUTE, 0, 0)) { CHECK(0); return; }
+    int steps = 24, loss_same = 1, grad_same = 1;
+    uint64_t peak_none = 0, peak_rec = 0;
+    for (int s = 0; s < steps; s++) {
+        float la, lb;
+        gpt_config *cc = &a.model.cfg;
+        gpt_data_batch(&a.data, GOLDEN_SEED, s, cc->batch, cc->seq, a.tok, a.tgt);
+        int ea = gpt_forward_backward(&a.model, a.tok, a.tgt, cc->batch, cc->seq, s, &la);
+        int eb = gpt_forward_backward(&b.model, a.tok, a.tgt, cc->batch, cc->seq, s, &lb);
+        if (ea || eb) { CHECK_MSG(0, "%s %s", a.model.errmsg, b.model.errmsg); break; }
+        if (memcmp(&la, &lb, sizeof la)) loss_same = 0;
+        if (!same_params(&a.model, &b.model, 1)) grad_same = 0;
+        if (a.model.stats.act_peak_bytes > peak_none) peak_none = a.model.stats.act_peak_bytes;
+        if (b.model.stats.act_peak_bytes > peak_rec) peak_rec = b.model.stats.act_peak_bytes;
+        if (s == 0) CHECK(b.model.stats.recomputed_ops > 0 && a.model.stats.recomputed_ops == 0);
+        gpt_update(&a.model, 1e-2f);
+        gpt_update(&b.model, 1e-2f);
+    }
+    CHECK_MSG(loss_same, "recompute changed a loss");
+    CHECK_MSG(grad_same, "recompute changed a gradient");
+    CHECK_MSG(same_params(&a.model, &b.model, 0), "recompute changed the final weights");
+    CHECK_MSG(peak_rec < peak_none, "activation peak: recompute %llu, none %llu", (unsigned long long)peak_rec,
+              (unsigned long long)peak_none);
+    fprintf(stderr, "     %d steps: losses, gradients, weights bit-identical; activation peak none %llu, "
+            "recompute %llu bytes (%.0f %%)\n", steps, (unsigned long long)peak_none, (unsigned long long)peak_rec,
+            100.0 * peak_rec / peak_none);
+    run_close(&a);
+    run_close(&b);
+}
+
+static void t_ss_allocator(void) {
+    gpt_config c = tiny_config();
+    enum { S = 5 };
+    float l1[S], l2[S];
+    float *w1 = train_copy(&c, GPT_MODE_NONE, 0, S, l1);
+    float *w2 = train_copy(&c, GPT_MODE_RECOMPUTE, 1, S, l2);
+    CHECK_MSG(w1 && w2 && !memcmp(l1, l2, sizeof l1), "smartswap allocator on cpu-sim: losses differ");
+    CHECK(w1 && w2 && !memcmp(w1, w2, param_total(&c) * sizeof(float)));
+    free(w1);
+    free(w2);
+}
+
+static void t_budget(void) {
+    gpt_config c = act_config();
+    uint64_t state = gpt_state_bytes(&c);
+    /* below the model's own state: init (weights) or the first step (grads, moments) fails */
+    run r;
+    gpt_mem_init_malloc(&r.mem, state / 8);
+    gpt_keep_init(&r.keep, &r.mem);
+    gpt_hooks h = gpt_hooks_keep(&r.keep);
+    CHECK(gpt_model_init(&r.model, &c, &r.mem, &h, GPT_MODE_NONE, 1) != 0);
+    CHECK(strstr(r.model.errmsg, "out of device budget") != NULL);
+    gpt_model_free(&r.model);
+    CHECK_EQ_U64(r.mem.live, 0);
+    /* state fits, activations do not: the step fails cleanly and frees what it took */
+    if (run_open(&r, &c, GPT_MODE_NONE, state + 64 * 1024, 0)) { CHECK(0); return; }
+    float loss;
+    CHECK(run_step(&r, 0, 1e-2f, &loss) != 0);
+    fprintf(stderr, "     small budget: %s\n", r.model.errmsg);
+    CHECK(strstr(r.model.errmsg, "out of device budget") != NULL);
+    uint64_t live_after = r.mem.in_use;
+    CHECK(live_after <= gpt_state_bytes(&c));
+    /* the same model trains once the budget is raised */
+    r.mem.budget = 0;
+    CHECK(run_step(&r, 0, 1e-2f, &loss) == 0);
+    run_close(&r);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static int write_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 1;
+    int ok = fwrite(p, 1, n, f) == n;
+    return (fclose(f) || !ok) ? 1 : 0;
+}
+
+/* The golden inputs: initial weights, the batches of every step, the hyper-parameters. */
+static int dump(const char *dir) {
+    char path[4096];
+    mkdir(dir, 0755);
+    run r;
+    gpt_config c = tiny_config();
+    if (run_open(&r, &c, GPT_MODE_NONE, 0, 0)) return 1;
+    snprintf(path, sizeof path, "%s/weights.bin", dir);
+    if (gpt_save_weights(&r.model, path)) { fprintf(stderr, "%s\n", r.model.errmsg); return 1; }
+    size_t n = (size_t)c.batch * c.seq;
+    int32_t *b = malloc(sizeof(int32_t) * (4 + 2 * n * GOLDEN_STEPS));
+    b[0] = 0x42545047; b[1] = 1; b[2] = GOLDEN_STEPS; b[3] = (int32_t)n;
+    for (int s = 0; s < GOLDEN_STEPS; s++) {
+        gpt_data_batch(&r.data, GOLDEN_SEED, s, c.batch, c.seq, r.tok, r.tgt);
+        for (size_t i = 0; i < n; i++) {
+            b[4 + (2 * s) * n + i] = r.tok[i];
+            b[4 + (2 * s + 1) * n + i] = r.tgt[i];
+        }
+    }
+    snprintf(path, sizeof path, "%s/batches.bin", dir);
+    int rc = write_file(path, b, sizeof(int32_t) * (4 + 2 * n * GOLDEN_STEPS));
+    free(b);
+    char js[1024];
+    int len = snprintf(js, sizeof js,
+                       "{\"layers\": %d, \"hidden\": %d, \"heads\": %d, \"kv_heads\": %d, \"ffn\": %d, \"seq\": %d, "
+                       "\"batch\": %d, \"vocab\": %d, \"rope_theta\": %.9g, \"norm_eps\": %.9g, \"lr\": %.9g, "
+                       "\"beta1\": %.9g, \"beta2\": %.9g, \"adam_eps\": %.9g, \"weight_decay\": %.9g, "
+                       "\"steps\": %d, \"seed\": %d}\n",
+                       c.layers, c.hidden, c.heads, c.kv_heads, c.ffn, c.seq, c.batch, c.vocab, c.rope_theta,
+                       c.norm_eps, GOLDEN_LR, c.beta1, c.beta2, c.adam_eps, c.weight_decay, GOLDEN_STEPS,
+                       GOLDEN_SEED);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    rc |= write_file(path, js, (size_t)len);
+    /* the C losses too, for the script's report */
+    snprintf(path, sizeof path, "%s/c-losses.txt", dir);
+    FILE *f = fopen(path, "w");
+    for (int s = 0; f && s < GOLDEN_STEPS; s++) {
+        float loss;
+        if (run_step(&r, s, GOLDEN_LR, &loss)) break;
+        fprintf(f, "%d %a %.9g\n", s, loss, loss);
+    }
+    if (f) fclose(f);
+    run_close(&r);
+    if (rc) fprintf(stderr, "writing into %s failed\n", dir);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    argv0 = argv[0];
+    if (argc == 3 && !strcmp(argv[1], "--dump")) return dump(argv[2]);
+    RUN(t_golden);
+    RUN(t_learns);
+    RUN(t_determinism);
+    RUN(t_recompute_bitwise);
+    RUN(t_ss_allocator);
+    RUN(t_budget);
+    return test_summary();
+}
