@@ -50,7 +50,8 @@ static int test_current_failed;
         CHECK_MSG((a_ - b_) <= t_ && (b_ - a_) <= t_, "%.9g vs %.9g (tolerance %.3g)", a_, b_, t_); } while (0)
 
 #define TEST_SKIP(why) \
-    do { test_skip_n++; fprintf(stderr, "skipped %s: %s\n", test_current, why); return; } while (0)
+    do { test_skip_n++; test_current_failed = -1; \
+        fprintf(stderr, "skip %s: %s\n", test_current, why); return; } while (0)
 
 #define RUN(fn) \
     do { test_current = #fn; test_current_failed = 0; fn(); \
