@@ -1,8 +1,331 @@
-/* cmd-trace.c: placeholder until `smartswap trace` is written (being built now). */
+/* cmd-trace.c: `smartswap trace`: synthetic profiles of training iterations and their totals.
+ *
+ *   smartswap trace gen (--model NAME | --layers N --hidden N --heads N --ffn N --vocab N) ... -o FILE
+ *   smartswap trace stats FILE [--json]
+ *   smartswap trace models
+ *
+ * gen builds the profile with the workload generator (src/workload.c) and writes it atomically
+ * in the profile format (docs/trace-format.md); stats reads any profile file (generated or
+ * recorded) and prints its totals.
+ */
 #include "cli.h"
+#include "trace.h"
+#include "workload.h"
+
+#include <string.h>
+
+static void usage_gen(FILE *f) {
+    ssi_workload_config d;
+    ssi_workload_default(&d);
+    fprintf(f,
+            "usage: smartswap trace gen (--model NAME | --layers N --hidden N --heads N --ffn N --vocab N)\n"
+            "                           [flags] -o FILE\n"
+            "  writes a profile of one training iteration (forward, backward, AdamW step) of a decoder\n"
+            "  transformer, operator by operator: saved tensors with shapes and bytes, FLOPs, memory.\n\n"
+            "model (a preset, or explicit dimensions; explicit ones override the preset's):\n"
+            "  --model NAME       preset: 'smartswap trace models' lists them      (default: none)\n"
+            "  --arch A           llama or gpt2                                     (default: llama)\n"
+            "  --layers N         transformer layers                                (default: the preset's)\n"
+            "  --hidden N         hidden size h                                     (default: the preset's)\n"
+            "  --heads N          attention heads a                                 (default: the preset's)\n"
+            "  --kv-heads N       key/value heads (grouped-query attention)         (default: --heads)\n"
+            "  --ffn N            MLP width i (per expert with --moe)               (default: the preset's)\n"
+            "  --vocab N          vocabulary size V                                 (default: the preset's)\n"
+            "  --tied             the LM head shares the embedding matrix           (default: the preset's; off)\n"
+            "run:\n"
+            "  --batch N          micro-batch b                                     (default: %u)\n"
+            "  --seq N            sequence length s                                 (default: %u)\n"
+            "  --dtype-bytes N    2 (bf16) or 4 (f32) activations and weights       (default: %u)\n"
+            "  --moe E:K          mixture of experts: E experts, top-K routing      (default: dense MLP)\n"
+            "  --no-flash         eager attention: the a*s^2 softmax output is saved (default: flash attention)\n"
+            "  --tflops X         effective TFLOP/s for the per-op time estimate    (default: %g)\n"
+            "  --mem-bw X         effective memory bandwidth, GB/s, for the same    (default: %g)\n"
+            "  -o, --output FILE  where to write the profile (atomically)           (required)\n\n"
+            "example: smartswap trace gen --model llama-3.2-1b --batch 4 --seq 2048 -o llama1b.jsonl\n",
+            d.batch, d.seq, d.dtype_bytes, d.device_flops / 1e12, d.device_bw / 1e9);
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: smartswap trace gen ... -o FILE     a synthetic profile (smartswap trace gen --help)\n"
+            "       smartswap trace stats FILE [--json] totals of a profile file: ops, saved tensors,\n"
+            "                                           peak activation bytes, FLOPs\n"
+            "       smartswap trace models              the model presets and their sources\n");
+}
+
+static const char *preset_list(char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; ssi_workload_preset_at(i) && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "", ssi_workload_preset_at(i)->name);
+    return buf;
+}
+
+static int cmd_models(void) {
+    printf("%-14s %-6s %6s %6s %5s %4s %6s %7s %5s  %s\n", "model", "arch", "layers", "hidden", "heads", "kv",
+           "ffn", "vocab", "tied", "source");
+    for (size_t i = 0; ssi_workload_preset_at(i); i++) {
+        const ssi_workload_preset_info *m = ssi_workload_preset_at(i);
+        printf("%-14s %-6s %6u %6u %5u %4u %6u %7u %5s  %s\n", m->name, m->arch == SSI_WORKLOAD_GPT2 ? "gpt2" : "llama",
+               m->layers, m->hidden, m->heads, m->kv_heads, m->ffn, m->vocab, m->tied ? "yes" : "no", m->source);
+    }
+    return 0;
+}
+
+/* Parses an unsigned flag value into *out within [lo, hi]. */
+static int flag_u32(const char *flag, const char *v, long lo, long hi, uint32_t *out) {
+    long x;
+    if (cli_int("trace gen", flag, v, lo, hi, &x)) return 1;
+    *out = (uint32_t)x;
+    return 0;
+}
+
+static int cmd_gen(int argc, char **argv) {
+    const char *C = "trace gen", *HINT = "see 'smartswap trace gen --help'";
+    ssi_workload_config c;
+    ssi_workload_default(&c);
+    const char *model = NULL, *out = NULL, *v;
+    uint32_t layers = 0, hidden = 0, heads = 0, kv = 0, ffn = 0, vocab = 0, arch = SSI_WORKLOAD_LLAMA;
+    int have_arch = 0, tied = -1;
+    for (int i = 1; i < argc;) {
+        const char *a = argv[i];
+        int r;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage_gen(stdout); return 0; }
+        if (!strcmp(a, "--no-flash")) { c.flash = 0; i++; continue; }
+        if (!strcmp(a, "--tied")) { tied = 1; i++; continue; }
+        if (!strcmp(a, "-o")) {
+            if (i + 1 >= argc) { cli_error(C, HINT, "-o needs a file name"); return 2; }
+            out = argv[i + 1];
+            i += 2;
+            continue;
+        }
+#define FLAG(name) ((r = cli_flag(argc, argv, &i, name, &v)) < 0 ? 2 : r)
+        if (FLAG("model") == 2) return 2; else if (r) { model = v; continue; }
+        if (FLAG("output") == 2) return 2; else if (r) { out = v; continue; }
+        if (FLAG("arch") == 2) return 2; else if (r) {
+            if (!strcmp(v, "llama")) arch = SSI_WORKLOAD_LLAMA;
+            else if (!strcmp(v, "gpt2")) arch = SSI_WORKLOAD_GPT2;
+            else { cli_error(C, "--arch is llama or gpt2", "--arch: unknown architecture '%s'", v); return 2; }
+            have_arch = 1;
+            continue;
+        }
+        if (FLAG("layers") == 2) return 2; else if (r) { if (flag_u32("layers", v, 1, 4096, &layers)) return 2; continue; }
+        if (FLAG("hidden") == 2) return 2; else if (r) { if (flag_u32("hidden", v, 1, 1 << 18, &hidden)) return 2; continue; }
+        if (FLAG("heads") == 2) return 2; else if (r) { if (flag_u32("heads", v, 1, 1 << 18, &heads)) return 2; continue; }
+        if (FLAG("kv-heads") == 2) return 2; else if (r) { if (flag_u32("kv-heads", v, 1, 1 << 18, &kv)) return 2; continue; }
+        if (FLAG("ffn") == 2) return 2; else if (r) { if (flag_u32("ffn", v, 1, 1 << 20, &ffn)) return 2; continue; }
+        if (FLAG("vocab") == 2) return 2; else if (r) { if (flag_u32("vocab", v, 1, 1 << 22, &vocab)) return 2; continue; }
+        if (FLAG("batch") == 2) return 2; else if (r) { if (flag_u32("batch", v, 1, 1 << 16, &c.batch)) return 2; continue; }
+        if (FLAG("seq") == 2) return 2; else if (r) { if (flag_u32("seq", v, 1, 1 << 22, &c.seq)) return 2; continue; }
+        if (FLAG("dtype-bytes") == 2) return 2; else if (r) {
+            if (strcmp(v, "2") && strcmp(v, "4")) {
+                cli_error(C, "2 for bf16, 4 for f32", "--dtype-bytes: '%s' is not 2 or 4", v);
+                return 2;
+            }
+            c.dtype_bytes = (uint32_t)(v[0] - '0');
+            continue;
+        }
+        if (FLAG("moe") == 2) return 2; else if (r) {
+            unsigned e = 0, k = 0;
+            char extra;
+            if (sscanf(v, "%u:%u%c", &e, &k, &extra) != 2 || e < 1 || e > 4096 || k < 1 || k > e) {
+                cli_error(C, "--moe E:K with 1 <= K <= E <= 4096, e.g. --moe 8:2", "--moe: '%s' is not E:K", v);
+                return 2;
+            }
+            c.moe_experts = e;
+            c.moe_topk = k;
+            continue;
+        }
+        if (FLAG("tflops") == 2) return 2; else if (r) {
+            double x;
+            if (cli_double(C, "tflops", v, 1e-3, 1e6, &x)) return 2;
+            c.device_flops = x * 1e12;
+            continue;
+        }
+        if (FLAG("mem-bw") == 2) return 2; else if (r) {
+            double x;
+            if (cli_double(C, "mem-bw", v, 1e-3, 1e6, &x)) return 2;
+            c.device_bw = x * 1e9;
+            continue;
+        }
+#undef FLAG
+        if (a[0] == '-') cli_error(C, HINT, "unknown flag '%s'", a);
+        else cli_error(C, HINT, "unexpected argument '%s' (the output file is given with -o)", a);
+        return 2;
+    }
+    char names[256];
+    if (model) {
+        if (ssi_workload_preset(&c, model) != SS_OK) {
+            char hint[320];
+            snprintf(hint, sizeof hint, "presets: %s; or give --layers --hidden --heads --ffn --vocab",
+                     preset_list(names, sizeof names));
+            cli_error(C, hint, "unknown model '%s'", model);
+            return 2;
+        }
+    } else {
+        const char *missing = !layers ? "--layers" : !hidden ? "--hidden" : !heads ? "--heads" :
+                              !ffn ? "--ffn" : !vocab ? "--vocab" : NULL;
+        if (missing) {
+            char hint[320];
+            snprintf(hint, sizeof hint, "give --model NAME (%s) or all of --layers --hidden --heads --ffn --vocab",
+                     preset_list(names, sizeof names));
+            cli_error(C, hint, "no model: %s is missing", missing);
+            return 2;
+        }
+        c.arch = arch;
+        c.tied = c.arch == SSI_WORKLOAD_GPT2;
+        if (c.arch == SSI_WORKLOAD_GPT2) c.max_pos = 0;
+    }
+    if (have_arch) c.arch = arch;
+    if (layers) c.layers = layers;
+    if (hidden) c.hidden = hidden;
+    if (heads) { c.heads = heads; if (!kv) c.kv_heads = heads; }
+    if (kv) c.kv_heads = kv;
+    if (ffn) c.ffn = ffn;
+    if (vocab) c.vocab = vocab;
+    if (tied >= 0) c.tied = tied;
+    if (model && (layers || hidden || heads || kv || ffn || vocab || have_arch))
+        snprintf(c.model, sizeof c.model, "%.30s-custom", model);
+    if (!out) {
+        cli_error(C, "add -o FILE", "no output file");
+        return 2;
+    }
+    char err[300];
+    if (ssi_workload_validate(&c, err, sizeof err) != SS_OK) {
+        cli_error(C, HINT, "%s", err);
+        return 2;
+    }
+    ss_options o;
+    if (cli_options_init(C, &o)) return 1;
+    ss_profile *p = NULL;
+    ss_status st = ssi_workload_generate(&c, &p, NULL, err, sizeof err);
+    if (st) {
+        cli_error(C, st == SS_ERR_INVALID ? HINT : NULL, "%s", err);
+        return st == SS_ERR_INVALID ? 2 : 1;
+    }
+    st = ssi_profile_write(p, out, err, sizeof err);
+    if (st) {
+        cli_error(C, "check that the folder exists and is writable", "%s", err);
+        ssi_profile_free(p);
+        return 1;
+    }
+    ssi_profile_stats s;
+    ssi_profile_stats_get(p, &s);
+    char b1[32], b2[32];
+    printf("wrote %s: %s\n  %u ops, %u saved tensors (%s), peak activations %s, %.4g FLOPs\n", out, p->desc,
+           s.ops, s.saved_tensors, ss_format_size(s.saved_bytes, b1, sizeof b1),
+           ss_format_size(s.peak_activation_bytes, b2, sizeof b2), s.flops);
+    ssi_profile_free(p);
+    return 0;
+}
+
+static int print_json(const char *file, const ss_profile *p, const ssi_profile_stats *s) {
+    ssi_jl_writer w;
+    ssi_jl_writer_init(&w);
+    cJSON *o = ssi_jl_obj(&w);
+    ssi_jl_put_str(&w, o, "file", file);
+    ssi_jl_put_str(&w, o, "desc", p->desc);
+    ssi_jl_put_u64(&w, o, "ops", s->ops);
+    ssi_jl_put_u64(&w, o, "ops_fwd", s->ops_phase[SS_PHASE_FWD]);
+    ssi_jl_put_u64(&w, o, "ops_bwd", s->ops_phase[SS_PHASE_BWD]);
+    ssi_jl_put_u64(&w, o, "ops_opt", s->ops_phase[SS_PHASE_OPT]);
+    ssi_jl_put_u64(&w, o, "ops_other", s->ops_phase[SS_PHASE_OTHER]);
+    ssi_jl_put_u64(&w, o, "tensors", s->tensors);
+    ssi_jl_put_u64(&w, o, "saved_tensors", s->saved_tensors);
+    ssi_jl_put_u64(&w, o, "temp_tensors", s->temp_tensors);
+    ssi_jl_put_u64(&w, o, "noswap_tensors", s->noswap_tensors);
+    ssi_jl_put_u64(&w, o, "saved_bytes", s->saved_bytes);
+    ssi_jl_put_u64(&w, o, "temp_bytes", s->temp_bytes);
+    ssi_jl_put_u64(&w, o, "base_bytes", s->base_bytes);
+    ssi_jl_put_u64(&w, o, "peak_bytes", s->peak_bytes);
+    ssi_jl_put_u64(&w, o, "peak_activation_bytes", s->peak_activation_bytes);
+    if (s->peak_op == SS_NONE) ssi_jl_put_null(&w, o, "peak_op");
+    else ssi_jl_put_u64(&w, o, "peak_op", s->peak_op);
+    ssi_jl_put_u64(&w, o, "max_saved_alive_bytes", s->max_saved_alive_bytes);
+    ssi_jl_put_double(&w, o, "flops", s->flops);
+    ssi_jl_put_double(&w, o, "flops_fwd", s->flops_phase[SS_PHASE_FWD]);
+    ssi_jl_put_double(&w, o, "flops_bwd", s->flops_phase[SS_PHASE_BWD]);
+    ssi_jl_put_double(&w, o, "flops_opt", s->flops_phase[SS_PHASE_OPT]);
+    ssi_jl_put_double(&w, o, "op_seconds", s->op_seconds);
+    ssi_jl_put_double(&w, o, "iter_seconds", s->iter_seconds);
+    ssi_jl_put_hex(&w, o, "seq_hash", p->seq_hash);
+    ssi_jl_put_hex(&w, o, "size_sig", p->size_sig);
+    ssi_jl_line(&w, o);
+    char *buf;
+    size_t len;
+    if (ssi_jl_writer_take(&w, &buf, &len)) { cli_error("trace stats", NULL, "out of memory"); return 1; }
+    fwrite(buf, 1, len, stdout);
+    free(buf);
+    return 0;
+}
+
+static int cmd_stats(int argc, char **argv) {
+    const char *C = "trace stats", *file = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: smartswap trace stats FILE [--json]\n"
+                   "  prints the totals of a profile file: operators by phase, saved tensors and bytes,\n"
+                   "  peak activation bytes, FLOPs, estimated time.\n"
+                   "  --json   one JSON object instead of text (default: text)\n");
+            return 0;
+        }
+        if (!strcmp(argv[i], "--json")) { json = 1; continue; }
+        if (argv[i][0] == '-' && argv[i][1]) {
+            cli_error(C, "the only flag is --json", "unknown flag '%s'", argv[i]);
+            return 2;
+        }
+        if (file) { cli_error(C, "give one profile file", "more than one file ('%s', '%s')", file, argv[i]); return 2; }
+        file = argv[i];
+    }
+    if (!file) { cli_error(C, "smartswap trace stats FILE [--json]", "no profile file given"); return 2; }
+    ss_options o;
+    if (cli_options_init(C, &o)) return 1;
+    ss_profile *p = NULL;
+    char err[400];
+    ss_status st = ssi_profile_read(file, &p, err, sizeof err);
+    if (st) {
+        cli_error(C, st == SS_ERR_FORMAT ? "the file is not a valid smartswap profile (docs/trace-format.md)" : NULL,
+                  "%s", err);
+        return 1;
+    }
+    ssi_profile_stats s;
+    ssi_profile_stats_get(p, &s);
+    int rc = 0;
+    if (json) rc = print_json(file, p, &s);
+    else {
+        char a[32], b[32], d[32];
+        printf("profile:      %s\n", file);
+        printf("desc:         %s\n", p->desc[0] ? p->desc : "(none)");
+        printf("ops:          %u (forward %u, backward %u, optimizer %u, other %u)\n", s.ops,
+               s.ops_phase[0], s.ops_phase[1], s.ops_phase[2], s.ops_phase[3]);
+        printf("tensors:      %u saved (%s), %u temporaries (%s), %u not swappable\n", s.saved_tensors,
+               ss_format_size(s.saved_bytes, a, sizeof a), s.temp_tensors, ss_format_size(s.temp_bytes, b, sizeof b),
+               s.noswap_tensors);
+        printf("peak:         %s of activations", ss_format_size(s.peak_activation_bytes, a, sizeof a));
+        if (s.peak_op != SS_NONE)
+            printf(" after op %u (%s)", s.peak_op, p->names[p->ops[s.peak_op].name]);
+        printf("; %s with the base %s\n", ss_format_size(s.peak_bytes, b, sizeof b),
+               ss_format_size(s.base_bytes, d, sizeof d));
+        printf("saved alive:  at most %s\n", ss_format_size(s.max_saved_alive_bytes, a, sizeof a));
+        printf("flops:        %.4g (forward %.4g, backward %.4g, optimizer %.4g)\n", s.flops,
+               s.flops_phase[0], s.flops_phase[1], s.flops_phase[2]);
+        printf("time:         %.4g s per iteration (sum over ops %.4g s)\n", s.iter_seconds, s.op_seconds);
+        printf("sequence:     hash 0x%016llx, size signature 0x%llx\n", (unsigned long long)p->seq_hash,
+               (unsigned long long)p->size_sig);
+    }
+    ssi_profile_free(p);
+    return rc;
+}
 
 int cmd_trace(int argc, char **argv) {
-    (void)argc; (void)argv;
-    cli_error("trace", NULL, "not available yet in this build");
-    return 1;
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *sub = argv[1];
+    if (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) { usage(stdout); return 0; }
+    if (!strcmp(sub, "gen")) return cmd_gen(argc - 1, argv + 1);
+    if (!strcmp(sub, "stats")) return cmd_stats(argc - 1, argv + 1);
+    if (!strcmp(sub, "models")) return cmd_models();
+    cli_error("trace", "the subcommands are gen, stats and models", "unknown subcommand '%s'", sub);
+    usage(stderr);
+    return 2;
 }
