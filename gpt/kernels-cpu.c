@@ -22,6 +22,8 @@ void openblas_set_num_threads(int n);
 
 #define GPT_MM_BLOCK 64   /* output rows per sgemm call / loop block */
 #define GPT_COL_CHUNK 64  /* columns per task in column reductions */
+/* below this much work a loop runs on one thread (the results are the same either way) */
+#define GPT_PAR_MIN 65536
 
 void gpt_kernels_init(void) {
 #ifdef SS_USE_BLAS
@@ -50,7 +52,7 @@ const char *gpt_kernels_describe(void) {
 
 void k_matmul_fwd(float *out, const float *inp, const float *w, int M, int K, int N) {
     int nb = (M + GPT_MM_BLOCK - 1) / GPT_MM_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)M * K * N >= GPT_PAR_MIN)
     for (int blk = 0; blk < nb; blk++) {
         int i0 = blk * GPT_MM_BLOCK, mb = M - i0 < GPT_MM_BLOCK ? M - i0 : GPT_MM_BLOCK;
 #ifdef SS_USE_BLAS
@@ -75,7 +77,7 @@ void k_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, c
                   int M, int K, int N) {
     if (dinp) {
         int nb = (M + GPT_MM_BLOCK - 1) / GPT_MM_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)M * K * N >= GPT_PAR_MIN)
         for (int blk = 0; blk < nb; blk++) {
             int i0 = blk * GPT_MM_BLOCK, mb = M - i0 < GPT_MM_BLOCK ? M - i0 : GPT_MM_BLOCK;
 #ifdef SS_USE_BLAS
@@ -96,7 +98,7 @@ void k_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, c
     }
     if (dw) {
         int nb = (N + GPT_MM_BLOCK - 1) / GPT_MM_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)M * K * N >= GPT_PAR_MIN)
         for (int blk = 0; blk < nb; blk++) {
             int n0 = blk * GPT_MM_BLOCK, nn = N - n0 < GPT_MM_BLOCK ? N - n0 : GPT_MM_BLOCK;
 #ifdef SS_USE_BLAS
@@ -121,7 +123,7 @@ void k_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, c
 /* RMSNorm                                                                                      */
 
 void k_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int M, int C, float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)M * C >= GPT_PAR_MIN)
     for (int i = 0; i < M; i++) {
         const float *xr = x + (size_t)i * C;
         float *o = out + (size_t)i * C;
@@ -136,7 +138,7 @@ void k_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int 
 void k_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, const float *rstd,
                    const float *w, int M, int C) {
     if (dx) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)M * C >= GPT_PAR_MIN)
         for (int i = 0; i < M; i++) {
             const float *xr = x + (size_t)i * C, *g = dout + (size_t)i * C;
             float *d = dx + (size_t)i * C;
@@ -149,7 +151,7 @@ void k_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, cons
     }
     if (dw) {
         int nch = (C + GPT_COL_CHUNK - 1) / GPT_COL_CHUNK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)M * C >= GPT_PAR_MIN)
         for (int ch = 0; ch < nch; ch++) {
             int c0 = ch * GPT_COL_CHUNK, c1 = c0 + GPT_COL_CHUNK < C ? c0 + GPT_COL_CHUNK : C;
             for (int i = 0; i < M; i++) {
@@ -167,7 +169,7 @@ void k_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, cons
 void k_rope_fwd(float *out, const float *x, const float *cos_t, const float *sin_t,
                 int B, int T, int H, int hd) {
     int h2 = hd / 2;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if((size_t)B * T * H * hd >= GPT_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *cs = cos_t + (size_t)t * h2, *sn = sin_t + (size_t)t * h2;
@@ -187,7 +189,7 @@ void k_rope_fwd(float *out, const float *x, const float *cos_t, const float *sin
 void k_rope_bwd(float *dx, const float *dout, const float *cos_t, const float *sin_t,
                 int B, int T, int H, int hd) {
     int h2 = hd / 2;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if((size_t)B * T * H * hd >= GPT_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *cs = cos_t + (size_t)t * h2, *sn = sin_t + (size_t)t * h2;
@@ -211,7 +213,7 @@ void k_attn_fwd(float *out, float *att, const float *q, const float *k, const fl
                 int B, int T, int A, int KV, int hd) {
     const float scale = 1.0f / sqrtf((float)hd);
     const int G = A / KV;
-#pragma omp parallel for collapse(3) schedule(static)
+#pragma omp parallel for collapse(3) schedule(static) if((size_t)B * A * T * T * hd >= GPT_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < A; h++)
             for (int t = 0; t < T; t++) {
@@ -247,7 +249,7 @@ void k_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float 
     const float scale = 1.0f / sqrtf((float)hd);
     const int G = A / KV;
     /* one task per (b, KV head): it owns dk, dv of that head and dq of its G query heads */
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if((size_t)B * A * T * T * hd >= GPT_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int kh = 0; kh < KV; kh++) {
             float *dpre = malloc((size_t)T * sizeof *dpre);   /* (T) scratch of one row */
@@ -289,7 +291,7 @@ void k_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float 
 /* elementwise                                                                                  */
 
 void k_swiglu_fwd(float *out, const float *g, const float *u, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(n >= GPT_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float x = g[i];
         float sig = 1.0f / (1.0f + expf(-x));
@@ -298,7 +300,7 @@ void k_swiglu_fwd(float *out, const float *g, const float *u, size_t n) {
 }
 
 void k_swiglu_bwd(float *dg, float *du, const float *dout, const float *g, const float *u, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(n >= GPT_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float x = g[i];
         float sig = 1.0f / (1.0f + expf(-x));
@@ -309,12 +311,12 @@ void k_swiglu_bwd(float *dg, float *du, const float *dout, const float *g, const
 }
 
 void k_add_fwd(float *out, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(n >= GPT_PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 void k_accumulate(float *dst, const float *src, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(n >= GPT_PAR_MIN)
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
@@ -322,13 +324,13 @@ void k_accumulate(float *dst, const float *src, size_t n) {
 /* embedding, cross-entropy                                                                     */
 
 void k_embed_fwd(float *out, const int *tok, const float *wte, int M, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)M * C >= GPT_PAR_MIN)
     for (int i = 0; i < M; i++) memcpy(out + (size_t)i * C, wte + (size_t)tok[i] * C, (size_t)C * sizeof(float));
 }
 
 void k_embed_bwd(float *dwte, const float *dout, const int *tok, int M, int C) {
     int nch = (C + GPT_COL_CHUNK - 1) / GPT_COL_CHUNK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)M * C >= GPT_PAR_MIN)
     for (int ch = 0; ch < nch; ch++) {
         int c0 = ch * GPT_COL_CHUNK, c1 = c0 + GPT_COL_CHUNK < C ? c0 + GPT_COL_CHUNK : C;
         for (int i = 0; i < M; i++) {
@@ -340,7 +342,7 @@ void k_embed_bwd(float *dwte, const float *dout, const int *tok, int M, int C) {
 }
 
 float k_xent_fwd(float *probs, float *losses, const float *logits, const int *targets, int M, int V) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)M * V >= GPT_PAR_MIN)
     for (int i = 0; i < M; i++) {
         const float *l = logits + (size_t)i * V;
         float *p = probs + (size_t)i * V;
@@ -359,7 +361,7 @@ float k_xent_fwd(float *probs, float *losses, const float *logits, const int *ta
 
 void k_xent_bwd(float *dlogits, const float *probs, const int *targets, int M, int V, float dloss) {
     float s = dloss / (float)M;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)M * V >= GPT_PAR_MIN)
     for (int i = 0; i < M; i++) {
         const float *p = probs + (size_t)i * V;
         float *d = dlogits + (size_t)i * V;
@@ -376,7 +378,7 @@ void k_adamw(float *p, float *m, float *v, const float *g, size_t n, float lr, f
     float bc1 = (float)(1.0 - pow(b1, t));
     float bc2s = (float)sqrt(1.0 - pow(b2, t));
     float step = lr / bc1;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(n >= GPT_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
         float pi = wd != 0.0f ? p[i] * decay : p[i];

@@ -17,6 +17,7 @@ static const command commands[] = {
     {"demo-device", cmd_demo_device, "a short demonstration of the device layer on cpu-sim"},
     {"trace", cmd_trace, "trace gen | trace stats: synthetic profiles of training iterations"},
     {"plan", cmd_plan, "plan swaps for a profile under a budget"},
+    {"train", cmd_train, "train the reference Llama-style model (gpt/) under a memory budget"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,318 @@
+/* cmd-train.c: `smartswap train`: trains the reference Llama-style model (gpt/) on byte-level
+ * text, in eager mode, on a smartswap device under a memory budget, and reports one
+ * fixed-format line per step. The memory modes none and recompute run now; smartswap and
+ * offload-all need the executor and say so.
+ */
+#include "cli.h"
+#include "data.h"
+#include "kernels.h"
+#include "mem-ss.h"
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define CMD "train"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: smartswap train [flags]\n\n"
+            "Trains a Llama-style decoder (RMSNorm, rotary attention with grouped KV heads, SwiGLU)\n"
+            "on byte-level text in eager mode, one operator at a time, on a smartswap device.\n\n"
+            "model:\n"
+            "  --layers N        decoder layers (default 2)\n"
+            "  --hidden H        model width (default 64)\n"
+            "  --heads A         attention heads; H/A must be even (default 4)\n"
+            "  --kv-heads K      key/value heads; A must be a multiple (default 2)\n"
+            "  --ffn F           SwiGLU width (default 172)\n"
+            "training:\n"
+            "  --seq S           tokens per sequence (default 64)\n"
+            "  --batch B         sequences per step (default 4)\n"
+            "  --steps N         optimizer steps (default 20; 0 with --save-weights writes the initial weights)\n"
+            "  --lr X            AdamW learning rate (default 3e-3)\n"
+            "  --seed N          weights and batches (default 1)\n"
+            "  --data FILE       training text (default: fortunes + Jargon File from Debian, else the\n"
+            "                    project's sources)\n"
+            "memory:\n"
+            "  --device NAME     cpu-sim (default); cuda arrives with the CUDA kernels\n"
+            "  --budget SIZE     device bytes for everything the trainer uses: weights, gradients, AdamW\n"
+            "                    moments, activations (default: the device's capacity)\n"
+            "  --mode MODE       none | recompute | smartswap | offload-all (default none)\n"
+            "output:\n"
+            "  --log FILE        one JSON object per step\n"
+            "  --save-weights FILE  the weights after the last step (GPTW v1, docs/trainer.md)\n"
+            "  --threads N       OpenMP threads (default: OMP_NUM_THREADS or all cores)\n"
+            "  --quiet           no per-step lines (summary only)\n\n"
+            "Documented in docs/trainer.md.\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void progress(int step, int steps, double elapsed) {
+    int width = 30, done = steps ? (int)((long)width * step / steps) : width;
+    double eta = step ? elapsed / step * (steps - step) : 0;
+    fprintf(stderr, "\r[");
+    for (int i = 0; i < width; i++) fputc(i < done ? '=' : (i == done ? '>' : ' '), stderr);
+    fprintf(stderr, "] %d/%d  %.0fs left ", step, steps, eta);
+    fflush(stderr);
+}
+
+static void clear_progress(void) {
+    fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+}
+
+typedef struct flags {
+    gpt_config  cfg;
+    long        steps, seed, threads;
+    double      lr;
+    const char *data, *device, *log, *save;
+    uint64_t    budget;
+    int         mode, quiet;
+} flags;
+
+/* 0 ok, 2 bad usage (already reported), 3 --help */
+static int parse(int argc, char **argv, flags *fl) {
+    gpt_config *c = &fl->cfg;
+    *c = gpt_config_default();
+    fl->steps = 20; fl->seed = 1; fl->threads = 0; fl->lr = 3e-3;
+    fl->data = NULL; fl->device = "cpu-sim"; fl->log = NULL; fl->save = NULL;
+    fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0;
+    for (int i = 1; i < argc;) {
+        const char *v;
+        long n;
+        int r;
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 3;
+        if (!strcmp(a, "--quiet")) { fl->quiet = 1; i++; continue; }
+        struct { const char *name; int *dst; long lo, hi; } ints[] = {
+            {"layers", &c->layers, 1, 4096}, {"hidden", &c->hidden, 2, 1 << 16}, {"heads", &c->heads, 1, 4096},
+            {"kv-heads", &c->kv_heads, 1, 4096}, {"ffn", &c->ffn, 1, 1 << 18}, {"seq", &c->seq, 1, 1 << 20},
+            {"batch", &c->batch, 1, 1 << 20}};
+        int matched = 0;
+        for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !matched; k++) {
+            r = cli_flag(argc, argv, &i, ints[k].name, &v);
+            if (r < 0) return 2;
+            if (r == 0) continue;
+            if (cli_int(CMD, ints[k].name, v, ints[k].lo, ints[k].hi, &n)) return 2;
+            *ints[k].dst = (int)n;
+            matched = 1;
+        }
+        if (matched) continue;
+        if ((r = cli_flag(argc, argv, &i, "steps", &v))) {
+            if (r < 0 || cli_int(CMD, "steps", v, 0, 100000000, &fl->steps)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "seed", &v))) {
+            if (r < 0 || cli_int(CMD, "seed", v, 0, 0x7fffffffL, &fl->seed)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "threads", &v))) {
+            if (r < 0 || cli_int(CMD, "threads", v, 1, 1024, &fl->threads)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "lr", &v))) {
+            if (r < 0 || cli_double(CMD, "lr", v, 0, 10, &fl->lr)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "budget", &v))) {
+            if (r < 0 || cli_size(CMD, "budget", v, &fl->budget)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "mode", &v))) {
+            if (r < 0) return 2;
+            fl->mode = gpt_mode_parse(v);
+            if (fl->mode < 0) {
+                cli_error(CMD, "the modes are none, recompute, smartswap, offload-all", "--mode: unknown mode '%s'", v);
+                return 2;
+            }
+        } else if ((r = cli_flag(argc, argv, &i, "data", &v))) {
+            if (r < 0) return 2;
+            fl->data = v;
+        } else if ((r = cli_flag(argc, argv, &i, "device", &v))) {
+            if (r < 0) return 2;
+            fl->device = v;
+        } else if ((r = cli_flag(argc, argv, &i, "log", &v))) {
+            if (r < 0) return 2;
+            fl->log = v;
+        } else if ((r = cli_flag(argc, argv, &i, "save-weights", &v))) {
+            if (r < 0) return 2;
+            fl->save = v;
+        } else {
+            cli_error(CMD, "smartswap train --help lists the flags", "unknown argument '%s'", a);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+int cmd_train(int argc, char **argv) {
+    flags fl;
+    int pr = parse(argc, argv, &fl);
+    if (pr == 3) { usage(stdout); return 0; }
+    if (pr) return 2;
+    gpt_config *c = &fl.cfg;
+    char err[512], a[32], b[32], d[32];
+    if (gpt_config_check(c, err, sizeof err)) {
+        cli_error(CMD, "check --hidden, --heads, --kv-heads", "%s", err);
+        return 2;
+    }
+    if (!strncmp(fl.device, "cuda", 4)) {
+        cli_error(CMD, "use --device cpu-sim; the trainer's CUDA kernels arrive in a later issue",
+                  "--device %s: the reference trainer has CPU kernels only in this build", fl.device);
+        return 1;
+    }
+    if (strcmp(fl.device, "cpu-sim")) {
+        cli_error(CMD, "the trainer runs on --device cpu-sim", "--device: unknown device '%s'", fl.device);
+        return 2;
+    }
+    if (fl.mode == GPT_MODE_SMARTSWAP || fl.mode == GPT_MODE_OFFLOAD_ALL) {
+        cli_error(CMD, "use --mode none or --mode recompute for now",
+                  "--mode %s is not available yet: it needs the smartswap executor (the swap engine), which "
+                  "has not landed in this build", gpt_mode_name((gpt_mode)fl.mode));
+        return 1;
+    }
+    ss_options opts;
+    if (cli_options_init(CMD, &opts)) return 2;
+    if (fl.threads > 0) {
+#ifdef _OPENMP
+        omp_set_num_threads((int)fl.threads);
+#endif
+    }
+    /* the budget: everything the trainer puts on the device */
+    uint64_t state = gpt_state_bytes(c);
+    if (!fl.budget) fl.budget = opts.budget_bytes ? opts.budget_bytes : opts.sim_capacity_bytes;
+    if (fl.budget < state) {
+        cli_error(CMD, "raise --budget (activations need room on top of the state) or make the model smaller",
+                  "--budget %s is below the model's own state: %s (weights, gradients and AdamW moments of "
+                  "%llu parameters, RoPE tables); the minimum is %llu bytes",
+                  gpt_fmt_bytes(fl.budget, a, sizeof a), gpt_fmt_bytes(state, b, sizeof b),
+                  (unsigned long long)gpt_param_count(c), (unsigned long long)state);
+        return 1;
+    }
+    /* data */
+    gpt_data data;
+    if (fl.data ? gpt_data_load_file(&data, fl.data, err, sizeof err) : gpt_data_load_default(&data, err, sizeof err)) {
+        cli_error(CMD, "pass a readable text file with --data", "%s", err);
+        return 1;
+    }
+    if (data.n < (size_t)c->seq + 2) {
+        cli_error(CMD, "use a longer text or a smaller --seq", "the text has %zu bytes; --seq %d needs at least %d",
+                  data.n, c->seq, c->seq + 2);
+        gpt_data_free(&data);
+        return 1;
+    }
+    gpt_mem mem;
+    if (gpt_mem_init_ss(&mem, fl.device, &opts, fl.budget, err, sizeof err)) {
+        cli_error(CMD, NULL, "%s", err);
+        gpt_data_free(&data);
+        return 1;
+    }
+    gpt_keep keep;
+    gpt_keep_init(&keep, &mem);
+    gpt_hooks hooks = gpt_hooks_keep(&keep);
+    gpt_model m;
+    int rc = 0;
+    FILE *log = NULL;
+    int *tok = malloc(sizeof(int) * c->batch * c->seq), *tgt = malloc(sizeof(int) * c->batch * c->seq);
+    if (!tok || !tgt) { cli_error(CMD, NULL, "out of host memory"); rc = 1; goto out; }
+    if (gpt_model_init(&m, c, &mem, &hooks, (gpt_mode)fl.mode, (uint64_t)fl.seed)) {
+        cli_error(CMD, "raise --budget", "%s", m.errmsg);
+        rc = 1;
+        goto out_model;
+    }
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    printf("smartswap train: Llama-style decoder, eager mode, byte-level tokens\n");
+    printf("  model    layers %d  hidden %d  heads %d  kv-heads %d  head %d  ffn %d  vocab %d  params %llu\n",
+           c->layers, c->hidden, c->heads, c->kv_heads, c->hidden / c->heads, c->ffn, c->vocab,
+           (unsigned long long)gpt_param_count(c));
+    printf("  batch    %d x %d tokens  steps %ld  lr %g  seed %ld  AdamW(%.2f, %.3f, wd %.2f)\n", c->batch, c->seq,
+           fl.steps, fl.lr, fl.seed, c->beta1, c->beta2, c->weight_decay);
+    printf("  memory   device %s  budget %s  state %s  mode %s  allocator %s\n", fl.device,
+           gpt_fmt_bytes(fl.budget, a, sizeof a), gpt_fmt_bytes(state, b, sizeof b), gpt_mode_name((gpt_mode)fl.mode),
+           mem.be.name);
+    printf("  data     %s, %zu bytes\n", data.source, data.n);
+    printf("  kernels  %s, %d thread%s\n", gpt_kernels_describe(), threads, threads == 1 ? "" : "s");
+    fflush(stdout);
+    if (fl.log && !(log = fopen(fl.log, "w"))) {
+        cli_error(CMD, "check the directory exists and is writable", "--log: cannot write '%s'", fl.log);
+        rc = 1;
+        goto out_model;
+    }
+    int bar = isatty(2) && !fl.quiet;
+    double t_start = now_s(), t_steady = 0, first_loss = 0, last_loss = 0;
+    uint64_t peak_max = 0, act_peak_max = 0;
+    int steady_n = 0;
+    const char *stage = "off";   /* no stage machine without the executor */
+    for (long s = 0; s < fl.steps; s++) {
+        gpt_data_batch(&data, (uint64_t)fl.seed, (int)s, c->batch, c->seq, tok, tgt);
+        double t0 = now_s();
+        float loss;
+        if (gpt_forward_backward(&m, tok, tgt, c->batch, c->seq, (int)s, &loss) || gpt_update(&m, (float)fl.lr)) {
+            if (bar) clear_progress();
+            cli_error(CMD, "raise --budget, or use --mode recompute to keep fewer activations",
+                      "step %ld: %s", s, m.errmsg);
+            rc = 1;
+            goto out_model;
+        }
+        double ms = (now_s() - t0) * 1e3;
+        double tps = c->batch * c->seq / (ms * 1e-3);
+        uint64_t peak = m.stats.peak_bytes > mem.peak ? m.stats.peak_bytes : mem.peak;  /* update included */
+        if (peak > peak_max) peak_max = peak;
+        if (m.stats.act_peak_bytes > act_peak_max) act_peak_max = m.stats.act_peak_bytes;
+        if (s == 0) first_loss = loss;
+        else { t_steady += ms; steady_n++; }
+        last_loss = loss;
+        if (!fl.quiet) {
+            if (bar) clear_progress();
+            printf("step %5ld/%ld | loss %.6f | %8.1f ms | %9.0f tok/s | peak %10s | swapped %10s | stage %s\n",
+                   s + 1, fl.steps, loss, ms, tps, gpt_fmt_bytes(peak, a, sizeof a), gpt_fmt_bytes(0, d, sizeof d),
+                   stage);
+            fflush(stdout);
+        }
+        if (log) {
+            fprintf(log, "{\"step\": %ld, \"loss\": %.9g, \"loss_hex\": \"%a\", \"ms\": %.3f, \"tokens_per_s\": %.1f, "
+                         "\"peak_bytes\": %llu, \"act_peak_bytes\": %llu, \"swapped_bytes\": 0, \"stage\": \"%s\", "
+                         "\"mode\": \"%s\", \"ops\": %llu, \"saved_bytes\": %llu, \"op_hash\": \"%016llx\"}\n",
+                    s + 1, loss, loss, ms, tps, (unsigned long long)peak, (unsigned long long)m.stats.act_peak_bytes,
+                    stage, gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)m.stats.ops,
+                    (unsigned long long)m.stats.saved_bytes, (unsigned long long)keep.op_hash);
+            fflush(log);
+        }
+        if (bar) progress((int)s + 1, (int)fl.steps, now_s() - t_start);
+    }
+    if (bar) clear_progress();
+    if (fl.save && gpt_save_weights(&m, fl.save)) {
+        cli_error(CMD, "check the path", "--save-weights: %s", m.errmsg);
+        rc = 1;
+        goto out_model;
+    }
+    {
+        ss_alloc_stats as;
+        memset(&as, 0, sizeof as);
+        ss_alloc_get_stats(gpt_mem_ss_alloc(&mem), &as);
+        double mean = steady_n ? t_steady / steady_n : 0;
+        printf("summary: %ld steps in %.2f s | loss %.6f -> %.6f | %.1f ms/step, %.0f tok/s (after step 1)\n", fl.steps,
+               now_s() - t_start, first_loss, last_loss, mean, mean > 0 ? c->batch * c->seq / (mean * 1e-3) : 0);
+        printf("  device peak %s of %s budget (state %s, activations peak %s; allocator reserved peak %s) | "
+               "swapped 0 B | mode %s\n", gpt_fmt_bytes(peak_max, a, sizeof a), gpt_fmt_bytes(fl.budget, b, sizeof b),
+               gpt_fmt_bytes(state, d, sizeof d), gpt_fmt_bytes(act_peak_max, err, 32),
+               gpt_fmt_bytes(as.peak_reserved_bytes, err + 64, 32), gpt_mode_name((gpt_mode)fl.mode));
+        printf("  per step: %llu operators reported, %llu tensors saved (%s)%s%s\n", (unsigned long long)m.stats.ops,
+               (unsigned long long)m.stats.saves, gpt_fmt_bytes(m.stats.saved_bytes, a, sizeof a),
+               fl.save ? "; weights written to " : "", fl.save ? fl.save : "");
+    }
+out_model:
+    gpt_model_free(&m);
+out:
+    if (log && fclose(log)) { cli_error(CMD, NULL, "--log: writing '%s' failed", fl.log); rc = 1; }
+    gpt_keep_free(&keep);
+    gpt_mem_destroy(&mem);
+    gpt_data_free(&data);
+    free(tok);
+    free(tgt);
+    return rc;
+}
