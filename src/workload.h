@@ -72,7 +72,8 @@ void ssi_workload_count_params(const ssi_workload_config *c, ssi_workload_params
  * bytes with d = dtype bytes: NORM 4hd (2 norm inputs + 2 norm outputs), QO 2hd (Q after RoPE,
  * attention output), KV 2*h_kv*d, MLP 4id (gate, up, silu(gate), product; GELU MLP: 2id;
  * MoE: K times that), ATTN_STATS 4a (flash log-sum-exp, f32), SCORES a*s*d (eager softmax
- * output), MOE 4E + 12K + 4hdK... (see workload.c). */
+ * output), MOE 4E + 12K + 2Khd (router probabilities, top-k weights and indices, dispatched
+ * inputs, expert outputs). */
 typedef enum ssi_workload_cat {
     SSI_WL_NORM = 0, SSI_WL_QO, SSI_WL_KV, SSI_WL_MLP, SSI_WL_ATTN_STATS, SSI_WL_SCORES,
     SSI_WL_MOE, SSI_WL_LOGITS, SSI_WL_OTHER, SSI_WL_TEMP, SSI_WL_CAT_COUNT
