@@ -677,6 +677,31 @@ ss_status ssi_policy_plan(const ss_profile *p, const ssi_policy_config *c, ss_pl
         uint64_t mb = 0;
         if ((st = find_min_budget(&k, &mb))) { attempt_free(&a); ctx_free(&k); return st; }
         pl->min_budget_bytes = mb;
+        if (!pl->feasible && mb <= B) {
+            /* the greedy selection is not monotone in the budget: a smaller budget found a plan
+             * that fits; keep it if it also runs under this budget */
+            attempt b;
+            if ((st = plan_at(&k, mb, &b))) { attempt_free(&a); ctx_free(&k); return st; }
+            ssi_sim_config sc = sim_cfg(c, B);
+            ssi_sim_result sr;
+            if ((st = ssi_sim_run(p, b.plan, &sc, &sr, NULL, 0))) {
+                attempt_free(&b); attempt_free(&a); ctx_free(&k); return st;
+            }
+            b.plan->budget_bytes = B;
+            plan_predict(&k, b.plan, &sr, b.fits);
+            if (b.plan->feasible) {
+                ssi_sim_result_free(&b.sr);
+                b.sr = sr;
+                b.plan->min_budget_bytes = c->min_budget ? mb : 0;
+                attempt_free(&a);
+                a = b;
+                pl = a.plan;
+                pl->budget_bytes = c->budget_bytes;
+            } else {
+                ssi_sim_result_free(&sr);
+                attempt_free(&b);
+            }
+        }
     }
     fmt_desc(&k, pl);
     if (rep) {
