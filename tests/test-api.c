@@ -218,7 +218,7 @@ static void *gc_thread(void *arg) {
     return NULL;
 }
 
-static volatile int monitor_stop;
+static _Atomic int monitor_stop;
 static void *monitor_thread(void *arg) {
     ss_ctx_t *ctx = arg;
     long reads = 0;
