@@ -255,6 +255,7 @@ static int print_json(const char *file, const ss_profile *p, const ssi_profile_s
     size_t len;
     if (ssi_jl_writer_take(&w, &buf, &len)) { cli_error("trace stats", NULL, "out of memory"); return 1; }
     fwrite(buf, 1, len, stdout);
+    if (!len || buf[len - 1] != '\n') putchar('\n');
     free(buf);
     return 0;
 }
