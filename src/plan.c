@@ -133,6 +133,10 @@ ss_status ssi_plan_set_checkpoints(ss_plan *p, const ss_profile *prof, uint32_t 
 
 ss_status ssi_plan_check(const ss_plan *p, char *err, size_t err_len) {
     if (!p) return SS_ERR_INVALID;
+    if (!(p->stall_s >= 0) || !(p->iter_s >= 0) || isinf(p->stall_s) || isinf(p->iter_s)) {
+        ssi_fmt(err, err_len, "predicted stall or iteration time negative, infinite or NaN");
+        return SS_ERR_FORMAT;
+    }
     if (p->nck && p->ck_every == 0) {
         ssi_fmt(err, err_len, "%u checkpoints but ck_every is 0", p->nck);
         return SS_ERR_FORMAT;
@@ -169,8 +173,9 @@ ss_status ssi_plan_check(const ss_plan *p, char *err, size_t err_len) {
                     e->out_op, p->entries[i - 1].out_op);
             return SS_ERR_FORMAT;
         }
-        if (!(e->t_out_done >= 0) || !(e->t_in_done >= 0)) {
-            ssi_fmt(err, err_len, "entry %u: negative or NaN predicted time", i);
+        if (!(e->t_out_done >= 0) || !(e->t_in_done >= 0) || isinf(e->t_out_done) ||
+            isinf(e->t_in_done)) {
+            ssi_fmt(err, err_len, "entry %u: negative, infinite or NaN predicted time", i);
             return SS_ERR_FORMAT;
         }
     }
@@ -234,6 +239,12 @@ static void hex64(char out[19], uint64_t v) { snprintf(out, 19, "0x%016" PRIx64,
 static void add_num(cJSON *o, const char *k, double v, int *oom) {
     if (!cJSON_AddNumberToObject(o, k, v)) *oom = 1;
 }
+/* Doubles as %.17g text: cJSON's own printing may keep 15 digits, which does not round-trip. */
+static void add_dbl(cJSON *o, const char *k, double v, int *oom) {
+    char t[40];
+    snprintf(t, sizeof t, "%.17g", v);
+    if (!cJSON_AddRawToObject(o, k, t)) *oom = 1;
+}
 static void add_hex(cJSON *o, const char *k, uint64_t v, int *oom) {
     char h[19];
     hex64(h, v);
@@ -265,8 +276,8 @@ ss_status ssi_plan_format(const ss_plan *p, char **text, size_t *len) {
     add_num(h, "peak_after", (double)p->peak_after, &oom);
     add_num(h, "swapped_bytes", (double)p->swapped_bytes, &oom);
     add_num(h, "host_bytes", (double)p->host_bytes, &oom);
-    add_num(h, "stall_s", p->stall_s, &oom);
-    add_num(h, "iter_s", p->iter_s, &oom);
+    add_dbl(h, "stall_s", p->stall_s, &oom);
+    add_dbl(h, "iter_s", p->iter_s, &oom);
     if (!cJSON_AddBoolToObject(h, "feasible", p->feasible != 0)) oom = 1;
     add_num(h, "min_budget_bytes", (double)p->min_budget_bytes, &oom);
     cJSON *names = cJSON_AddArrayToObject(h, "names");
@@ -298,8 +309,8 @@ ss_status ssi_plan_format(const ss_plan *p, char **text, size_t *len) {
         add_num(o, "free_op", e->free_op, &oom);
         add_num(o, "in_op", e->in_op, &oom);
         add_num(o, "use_op", e->use_op, &oom);
-        add_num(o, "t_out_done", e->t_out_done, &oom);
-        add_num(o, "t_in_done", e->t_in_done, &oom);
+        add_dbl(o, "t_out_done", e->t_out_done, &oom);
+        add_dbl(o, "t_in_done", e->t_in_done, &oom);
         sb_line(&b, o);
     }
     for (uint32_t j = 0; j < p->nck && !oom && !b.oom; j += 256) {
