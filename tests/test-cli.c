@@ -1,0 +1,117 @@
+/* test-cli.c: the smartswap command as a person uses it: exit codes, the outputs each command
+ * promises, and clear errors for bad input. Runs the binary named by $SS_CLI (`make test` sets
+ * it); skipped when that is not set.
+ */
+#include "test.h"
+#include "smartswap.h"
+
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *cli;
+static char tmpdir[64];
+
+/* Runs `cli ARGS` through the shell with stderr folded into stdout; returns the exit status and
+ * the output (malloc'ed, NUL-terminated) in *out. */
+static int run(const char *args, char **out) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, args);
+    FILE *f = popen(cmd, "r");
+    if (!f) { *out = calloc(1, 1); return -1; }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (cap - n < 1024) { cap *= 2; buf = realloc(buf, cap); }
+    }
+    buf[n] = 0;
+    int st = pclose(f);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int has(const char *out, const char *s) { return strstr(out, s) != NULL; }
+
+static void t_info_and_options(void) {
+    char *o;
+    CHECK_EQ_INT(run("info", &o), 0);
+    CHECK(has(o, "smartswap 0.") && has(o, "cpu-sim"));
+    free(o);
+    CHECK_EQ_INT(run("options", &o), 0);
+    CHECK(has(o, "SMARTSWAP_BUDGET") && has(o, "SMARTSWAP_DISABLE") && has(o, "min-swap"));
+    free(o);
+    CHECK_EQ_INT(run("--help", &o), 0);
+    CHECK(has(o, "usage: smartswap COMMAND"));
+    free(o);
+}
+
+static void t_bad_input(void) {
+    char *o;
+    CHECK_EQ_INT(run("no-such-command", &o), 2);
+    CHECK(has(o, "unknown command 'no-such-command'"));
+    free(o);
+    CHECK_EQ_INT(run("", &o), 2);
+    free(o);
+    /* a bad environment variable is named with its accepted range, and nothing runs */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "info");
+    setenv("SMARTSWAP_BUDGET", "lots", 1);
+    CHECK_EQ_INT(run(cmd, &o), 1);
+    CHECK(has(o, "SMARTSWAP_BUDGET") && has(o, "lots"));
+    unsetenv("SMARTSWAP_BUDGET");
+    free(o);
+}
+
+static void t_trace(void) {
+    char *o, args[512];
+    snprintf(args, sizeof args, "trace gen --model gpt2-124m --batch 2 --seq 128 -o %s/p.jsonl", tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    free(o);
+    snprintf(args, sizeof args, "trace stats %s/p.jsonl --json", tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    CHECK(has(o, "\"ops\":") && has(o, "\"saved_tensors\":") && has(o, "\"peak_activation_bytes\":") &&
+          has(o, "\"flops\":"));
+    free(o);
+    /* a garbage file: a clear error with the file and line, exit 1 */
+    char path[128];
+    snprintf(path, sizeof path, "%s/bad.jsonl", tmpdir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"format\":\"smartswap-profile\",\"version\":99}\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "trace stats %s", path);
+    CHECK_EQ_INT(run(args, &o), 1);
+    CHECK_MSG(has(o, "bad.jsonl:1"), "%s", o);
+    free(o);
+    CHECK_EQ_INT(run("trace gen --model no-such-model -o /tmp/x.jsonl", &o), 2);
+    CHECK(has(o, "no-such-model"));
+    free(o);
+}
+
+static void t_demo_device(void) {
+    char *o;
+    CHECK_EQ_INT(run("demo-device", &o), 0);
+    CHECK(has(o, "device layer"));
+    free(o);
+}
+
+int main(void) {
+    cli = getenv("SS_CLI");
+    if (!cli || access(cli, X_OK) != 0) {
+        test_current = "test-cli";
+        fprintf(stderr, "skip: set SS_CLI to the smartswap binary (make test does)\n");
+        test_skip_n++;
+        return test_summary();
+    }
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ss-cli-XXXXXX");
+    if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
+    RUN(t_info_and_options);
+    RUN(t_bad_input);
+    RUN(t_trace);
+    RUN(t_demo_device);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return test_summary();
+}
