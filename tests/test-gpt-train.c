@@ -7,6 +7,8 @@
  *  - recompute vs none over 24 steps: losses, every step's gradients and the final weights
  *    bit-identical (memcmp), recompute's activation peak lower;
  *  - the smartswap allocator backend (cpu-sim) gives the same bits as malloc;
+ *  - reporting to a smartswap framework context (tape-ss.c) changes no bit, and the context
+ *    sees one operator sequence and reaches its Stable stage;
  *  - budgets: below the model's state, and too small for the activations: clear errors, no
  *    leak, and the model still trains afterwards;
  *  - the loss goes down.
@@ -16,6 +18,7 @@
 #include "data.h"
 #include "mem-ss.h"
 #include "model.h"
+#include "tape-ss.h"
 #include "test.h"
 
 #include <math.h>
@@ -264,6 +267,39 @@ static void t_ss_allocator(void) {
     free(w2);
 }
 
+static void t_ss_context(void) {
+    gpt_config c = tiny_config();
+    enum { S = 8 };
+    float want[S];
+    float *w1 = train_copy(&c, GPT_MODE_RECOMPUTE, 0, S, want);
+    run r;
+    if (run_open(&r, &c, GPT_MODE_RECOMPUTE, 0, 1)) { CHECK(0); free(w1); return; }
+    gpt_ssprof prof;
+    ss_options o = ss_options_default();
+    if (gpt_ssprof_init(&prof, &r.mem, &o)) { CHECK_MSG(0, "%s", prof.err); free(w1); run_close(&r); return; }
+    r.model.hooks = gpt_hooks_ssprof(&prof);
+    int same = 1;
+    uint64_t hash = 0;
+    for (int s = 0; s < S; s++) {
+        float loss;
+        if (run_step(&r, s, 1e-2f, &loss)) { CHECK_MSG(0, "%s", r.model.errmsg); break; }
+        if (memcmp(&loss, &want[s], sizeof loss)) same = 0;
+        CHECK_MSG(!prof.failed, "%s", prof.err);
+        if (s == 2) hash = prof.last.seq_hash;
+        if (s > 2) CHECK(prof.last.seq_hash == hash);
+        CHECK_EQ_U64(prof.last.nops, r.model.stats.ops);
+        CHECK_EQ_U64(prof.last.nsaves, r.model.stats.saves);
+    }
+    CHECK_MSG(same, "reporting to the context changed a loss");
+    CHECK_MSG(prof.last.stage == SS_STAGE_STABLE, "stage %s after %d steps", ss_stage_name(prof.last.stage), S);
+    fprintf(stderr, "     framework context: stage %s, %u ops and %u saves per iteration, bits unchanged\n",
+            ss_stage_name(prof.last.stage), prof.last.nops, prof.last.nsaves);
+    gpt_ssprof_free(&prof);
+    r.keep.slots = NULL;
+    free(w1);
+    run_close(&r);
+}
+
 static void t_budget(void) {
     gpt_config c = act_config();
     uint64_t state = gpt_state_bytes(&c);
@@ -354,6 +390,7 @@ int main(int argc, char **argv) {
     RUN(t_determinism);
     RUN(t_recompute_bitwise);
     RUN(t_ss_allocator);
+    RUN(t_ss_context);
     RUN(t_budget);
     return test_summary();
 }

@@ -8,6 +8,7 @@
 #include "kernels.h"
 #include "mem-ss.h"
 #include "model.h"
+#include "tape-ss.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -208,9 +209,17 @@ int cmd_train(int argc, char **argv) {
         gpt_data_free(&data);
         return 1;
     }
-    gpt_keep keep;
-    gpt_keep_init(&keep, &mem);
-    gpt_hooks hooks = gpt_hooks_keep(&keep);
+    /* saved tensors stay resident (gpt_keep); every call is also reported to a smartswap
+     * framework context, which profiles the operator sequence and runs its stage machine */
+    gpt_ssprof prof;
+    if (gpt_ssprof_init(&prof, &mem, &opts)) {
+        cli_error(CMD, NULL, "%s", prof.err);
+        gpt_mem_destroy(&mem);
+        gpt_data_free(&data);
+        return 1;
+    }
+    gpt_keep *keepp = &prof.keep;
+    gpt_hooks hooks = gpt_hooks_ssprof(&prof);
     gpt_model m;
     int rc = 0;
     FILE *log = NULL;
@@ -245,8 +254,7 @@ int cmd_train(int argc, char **argv) {
     int bar = isatty(2) && !fl.quiet;
     double t_start = now_s(), t_steady = 0, first_loss = 0, last_loss = 0;
     uint64_t peak_max = 0, act_peak_max = 0;
-    int steady_n = 0;
-    const char *stage = "off";   /* no stage machine without the executor */
+    int steady_n = 0, prof_warned = 0;
     for (long s = 0; s < fl.steps; s++) {
         gpt_data_batch(&data, (uint64_t)fl.seed, (int)s, c->batch, c->seq, tok, tgt);
         double t0 = now_s();
@@ -259,6 +267,12 @@ int cmd_train(int argc, char **argv) {
             goto out_model;
         }
         double ms = (now_s() - t0) * 1e3;
+        const char *stage = prof.failed ? "off" : ss_stage_name(prof.last.stage);
+        if (prof.failed && !prof_warned) {
+            if (bar) clear_progress();
+            fprintf(stderr, "smartswap train: warning: %s\n", prof.err);
+            prof_warned = 1;
+        }
         double tps = c->batch * c->seq / (ms * 1e-3);
         uint64_t peak = m.stats.peak_bytes > mem.peak ? m.stats.peak_bytes : mem.peak;  /* update included */
         if (peak > peak_max) peak_max = peak;
@@ -276,10 +290,12 @@ int cmd_train(int argc, char **argv) {
         if (log) {
             fprintf(log, "{\"step\": %ld, \"loss\": %.9g, \"loss_hex\": \"%a\", \"ms\": %.3f, \"tokens_per_s\": %.1f, "
                          "\"peak_bytes\": %llu, \"act_peak_bytes\": %llu, \"swapped_bytes\": 0, \"stage\": \"%s\", "
-                         "\"mode\": \"%s\", \"ops\": %llu, \"saved_bytes\": %llu, \"op_hash\": \"%016llx\"}\n",
+                         "\"mode\": \"%s\", \"ops\": %llu, \"saved_bytes\": %llu, \"op_hash\": \"%016llx\", "
+                         "\"ss_seq_hash\": \"%016llx\", \"ss_plan_event\": %d}\n",
                     s + 1, loss, loss, ms, tps, (unsigned long long)peak, (unsigned long long)m.stats.act_peak_bytes,
                     stage, gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)m.stats.ops,
-                    (unsigned long long)m.stats.saved_bytes, (unsigned long long)keep.op_hash);
+                    (unsigned long long)m.stats.saved_bytes, (unsigned long long)keepp->op_hash,
+                    (unsigned long long)prof.last.seq_hash, (int)prof.last.plan_event);
             fflush(log);
         }
         if (bar) progress((int)s + 1, (int)fl.steps, now_s() - t_start);
@@ -309,7 +325,7 @@ out_model:
     gpt_model_free(&m);
 out:
     if (log && fclose(log)) { cli_error(CMD, NULL, "--log: writing '%s' failed", fl.log); rc = 1; }
-    gpt_keep_free(&keep);
+    gpt_ssprof_free(&prof);
     gpt_mem_destroy(&mem);
     gpt_data_free(&data);
     free(tok);
