@@ -62,7 +62,9 @@ typedef struct ctx {
     uint32_t *cand_of;  /* per tensor: candidate index or SS_NONE */
     uint64_t peak0;     /* byte-model peak, no swaps */
     uint64_t tight;     /* byte-model peak with every candidate swapped over (a, b) */
-    ssi_sim_result base;/* the unplanned simulation */
+    double   compute_s; /* sum of the op times: the iteration with no swaps */
+    ssi_sim_result base;/* the unplanned simulation (ctx_base) */
+    int      have_base;
 } ctx;
 
 /* one planning attempt's state */
@@ -220,9 +222,18 @@ static ss_status ctx_init(ctx *k, const ss_profile *p, const ssi_policy_config *
         }
         free(d);
     }
-    /* the unplanned run */
-    ssi_sim_config sc = sim_cfg(cfg, 0);
-    return ssi_sim_run(p, NULL, &sc, &k->base, err, err_len);
+    for (uint32_t i = 0; i < n; i++) k->compute_s += k->dur[i];
+    return SS_OK;
+}
+
+/* The unplanned run (no budget), for the allocator's reserved peak; run once, when needed. */
+static ss_status ctx_base(ctx *k) {
+    if (k->have_base) return SS_OK;
+    ssi_sim_config sc = sim_cfg(k->cfg, 0);
+    sc.record_ops = 0;
+    ss_status st = ssi_sim_run(k->p, NULL, &sc, &k->base, NULL, 0);
+    if (!st) k->have_base = 1;
+    return st;
 }
 
 /* ---- one selection at a target ----------------------------------------------------------- */
@@ -440,7 +451,7 @@ static ss_status build_plan(ctx *k, const run *r, uint64_t budget, ss_plan **out
 
 /* Copies the simulation's predictions into the plan. */
 static void plan_predict(ctx *k, ss_plan *pl, const ssi_sim_result *sr, int fits) {
-    pl->peak_before = k->base.peak_bytes;
+    pl->peak_before = k->peak0;   /* the byte model equals the unplanned run's peak */
     pl->peak_after = sr->peak_bytes;
     pl->swapped_bytes = 0;
     for (uint32_t i = 0; i < pl->nentries; i++) {
@@ -485,7 +496,8 @@ static uint32_t last_reach_by(const ctx *k, const ssi_sim_result *sr, uint32_t l
  * swap-out completion (earlier always; later as far as B allows), and each swap-in that made
  * its use wait moves earlier by the wait, as far as B allows. Updates r (selections and the
  * memory tree). */
-static void adjust(ctx *k, run *r, const ss_plan *pl, const ssi_sim_result *sr, uint64_t B) {
+static uint32_t adjust(ctx *k, run *r, const ss_plan *pl, const ssi_sim_result *sr, uint64_t B) {
+    uint32_t changed = 0;
     for (uint32_t q = 0; q < pl->nentries; q++) {
         const ss_plan_entry *e = &pl->entries[q];
         uint32_t ci = k->cand_of[e->tensor];
@@ -499,12 +511,14 @@ static void adjust(ctx *k, run *r, const ss_plan *pl, const ssi_sim_result *sr, 
         if (fs < s->f) {
             ssi_simx_add(r->mem, fs, s->f, -(int64_t)c->x);
             s->f = fs;
+            changed++;
         } else if (fs > s->f) {
             uint32_t k0 = ssi_simx_first_above(r->mem, s->f, fs, room);
             uint32_t nf = k0 == SS_NONE ? fs : k0;
             if (nf > s->f) {
                 ssi_simx_add(r->mem, s->f, nf, (int64_t)c->x);
                 s->f = nf;
+                changed++;
             }
         }
         /* swap-in */
@@ -517,10 +531,12 @@ static void adjust(ctx *k, run *r, const ss_plan *pl, const ssi_sim_result *sr, 
                 if (ng < s->g) {
                     ssi_simx_add(r->mem, ng, s->g, (int64_t)c->x);
                     s->g = ng;
+                    changed++;
                 }
             }
         }
     }
+    return changed;
 }
 
 /* ---- the planner at one budget -------------------------------------------------------------- */
@@ -554,10 +570,10 @@ static ss_status plan_at(ctx *k, uint64_t B, attempt *out) {
     memset(out, 0, sizeof *out);
     int rounds = k->cfg->rounds > 0 ? k->cfg->rounds : 3;
     uint64_t seg = k->cfg->segment_bytes ? k->cfg->segment_bytes : (2u << 20);
-    uint64_t target = B;
+    uint64_t target = B, fit_oom = B, step = 0;
     ss_status st = SS_OK;
     ssi_sim_config sc = sim_cfg(k->cfg, B ? B : 1);
-    for (int tries = 0; tries < 4; tries++) {
+    for (int tries = 0; tries < 8; tries++) {
         run r;
         if ((st = select_at(k, target, &r))) { run_free(&r); break; }
         int fits = r.fits;
@@ -568,7 +584,7 @@ static ss_status plan_at(ctx *k, uint64_t B, attempt *out) {
             if ((st = ssi_sim_run(k->p, pl, &sc, &sr, NULL, 0))) { ssi_plan_free(pl); break; }
             plan_predict(k, pl, &sr, fits);
             int last = !fits || round + 1 == rounds || sr.stall_s == 0;
-            if (!last) adjust(k, &r, pl, &sr, target);   /* for the next round */
+            if (!last && adjust(k, &r, pl, &sr, target) == 0) last = 1;   /* for the next round */
             if (better(pl, out->plan)) {
                 ssi_plan_free(out->plan);
                 ssi_sim_result_free(&out->sr);
@@ -587,12 +603,23 @@ static ss_status plan_at(ctx *k, uint64_t B, attempt *out) {
             if (last) break;
         }
         run_free(&r);
-        if (st || !out->plan || out->plan->feasible || !fits) break;
-        /* the byte model fits but the allocator did not: leave room for its segments */
-        uint64_t step = (seg > B / 100 ? seg : B / 100) << tries;
+        if (st || !out->plan || out->plan->feasible) break;
+        /* The allocator could not keep a selection: select again under a lower target, leaving
+         * it room for its segments. When the byte model fits but the allocator refused, the
+         * room grows (first the bytes it refused, then doubling); when the lowered target no
+         * longer fits the byte model, the room halves. */
+        if (fits) {
+            fit_oom = target;
+            if (step == 0) step = out->sr.oom_bytes > seg ? out->sr.oom_bytes : seg;
+            else step *= 2;
+        } else {
+            if (target == B) break;          /* the byte model itself does not fit */
+            step /= 2;
+            if (step < seg) break;
+        }
         step = ssi_round_block(step);
-        if (step >= target) break;
-        target -= step;
+        if (step >= fit_oom) break;
+        target = fit_oom - step;
     }
     if (st) attempt_free(out);
     return st;
@@ -601,6 +628,8 @@ static ss_status plan_at(ctx *k, uint64_t B, attempt *out) {
 /* Smallest budget (a multiple of SS_ALLOC_ALIGN) at which plan_at is feasible; lo is known to
  * fail. */
 static ss_status find_min_budget(ctx *k, uint64_t *out) {
+    ss_status st0 = ctx_base(k);
+    if (st0) return st0;
     uint64_t lo = k->tight >= SS_ALLOC_ALIGN ? k->tight - SS_ALLOC_ALIGN : 0;
     uint64_t hi = k->base.peak_reserved_bytes;
     if (hi < k->base.peak_bytes) hi = k->base.peak_bytes;
@@ -716,7 +745,7 @@ ss_status ssi_policy_plan(const ss_profile *p, const ssi_policy_config *c, ss_pl
         rep->budget_bytes = c->budget_bytes;
         rep->swapped_bytes = pl->swapped_bytes;
         rep->host_bytes = pl->host_bytes;
-        rep->iter_s_before = k.base.iter_s;
+        rep->iter_s_before = k.compute_s;
         rep->iter_s = pl->iter_s;
         rep->stall_s = pl->stall_s;
         rep->feasible = pl->feasible;

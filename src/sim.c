@@ -233,6 +233,7 @@ typedef struct simst {
     ss_alloc_t *a;
     uint64_t budget;        /* the allocator's budget (0 = none) */
     uint64_t cur, overflow; /* bytes in use (incl. refused), refused part */
+    uint64_t overflow_peak;
     int      oom;
     uint32_t oom_op;
     uint32_t op;
@@ -252,7 +253,10 @@ static ss_status sim_alloc(simst *s, uint64_t n, ss_block_t **b, uint64_t *held)
         if (st == SS_ERR_OOM) { *b = NULL; s->overflow += r; }
         else if (st != SS_OK) { s->cur -= r; return st; }
     }
-    if (!*b && !s->oom) { s->oom = 1; s->oom_op = s->op; }
+    if (!*b) {
+        if (!s->oom) { s->oom = 1; s->oom_op = s->op; }
+        if (s->overflow > s->overflow_peak) s->overflow_peak = s->overflow;
+    }
     return SS_OK;
 }
 
@@ -281,6 +285,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     ss_block_t **blk = calloc((size_t)nt + 1, sizeof *blk);
     uint64_t *held = calloc((size_t)nt + 1, sizeof *held);
     uint64_t *pend = calloc((size_t)ne + 1, sizeof *pend);       /* bytes pending per entry */
+    uint8_t *pref = calloc((size_t)ne + 1, 1);                    /* ... of a refused block */
     bucket prod = {0}, rel = {0}, bin = {0}, buse = {0}, bout = {0}, bfree = {0};
     r->layers = calloc(L, sizeof *r->layers);
     r->t_out_done = calloc((size_t)ne + 1, sizeof(double));
@@ -291,7 +296,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
         r->op_mem = calloc((size_t)n + 1, sizeof *r->op_mem);
     }
     simst s = {0};
-    if (!dur || !other || !ent_of || !keys || !blk || !held || !pend || !r->layers ||
+    if (!dur || !other || !ent_of || !keys || !blk || !held || !pend || !pref || !r->layers ||
         !r->t_out_done || !r->t_in_done || !r->t_use ||
         (c->record_ops && (!r->op_start || !r->op_mem))) {
         st = SS_ERR_HOST_OOM;
@@ -358,6 +363,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
             if (r->t_out_done[k] > wu) wu = r->t_out_done[k];   /* refused blocks too */
             (void)e;
             s.cur -= pend[k];
+            if (pref[k]) s.overflow -= pend[k];
             pend[k] = 0;
         }
         if (wu > t) {
@@ -438,6 +444,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
             if (host > r->host_bytes) r->host_bytes = host;
             uint32_t x = e->tensor;
             pend[k] = held[x];
+            pref[k] = blk[x] == NULL;
             if (blk[x]) {
                 if ((st = ss_alloc_free_at(s.a, blk[x], e->free_op, NULL, end))) goto out;
             }   /* a refused block: nothing to hand back; its bytes stay counted until free_op */
@@ -451,13 +458,14 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     r->peak_bytes = peak;
     r->oom = s.oom;
     r->oom_op = s.oom_op;
+    r->oom_bytes = s.overflow_peak;
     r->host_over = c->host_mem_bytes && r->host_bytes > c->host_mem_bytes;
     ss_alloc_get_stats(s.a, &r->alloc);
     r->peak_reserved_bytes = r->alloc.peak_reserved_bytes;
     (void)base_blk;
 out:
     if (s.a) ss_alloc_destroy_force(s.a);
-    free(dur); free(other); free(ent_of); free(keys); free(blk); free(held); free(pend);
+    free(dur); free(other); free(ent_of); free(keys); free(blk); free(held); free(pend); free(pref);
     bucket_free(&prod); bucket_free(&rel); bucket_free(&bin); bucket_free(&buse);
     bucket_free(&bout); bucket_free(&bfree);
     if (st) ssi_sim_result_free(r);

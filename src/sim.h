@@ -88,6 +88,7 @@ typedef struct ssi_sim_result {
     uint64_t peak_reserved_bytes; /* segments the allocator held, most */
     int      oom;                 /* 1: the allocator refused an allocation under the budget */
     uint32_t oom_op;              /* first operator where that happened */
+    uint64_t oom_bytes;           /* refused bytes held at once, most (0 without oom) */
     int      host_over;           /* 1: host bytes exceeded host_mem_bytes */
     double   iter_s, compute_s, stall_s;
     uint64_t d2h_bytes, h2d_bytes;
