@@ -752,10 +752,14 @@ ss_status ssi_policy_plan(const ss_profile *p, const ssi_policy_config *c, ss_pl
         rep->host_limited = a.r.host_limited;
         rep->min_budget_bytes = pl->min_budget_bytes;
         if (!pl->feasible) {
-            char b1[32], b2[32];
+            char b0[32], b1[32], b2[32];
             ss_format_size(c->budget_bytes, b1, sizeof b1);
             ss_format_size(pl->min_budget_bytes, b2, sizeof b2);
-            if (a.r.host_limited)
+            if (p->base_bytes > c->budget_bytes)
+                ssi_fmt(rep->why, sizeof rep->why, "the profile's base memory (weights, gradients, "
+                        "optimizer state: %s) alone exceeds the budget %s; the smallest budget that "
+                        "fits is %s", ss_format_size(p->base_bytes, b0, sizeof b0), b1, b2);
+            else if (a.r.host_limited)
                 ssi_fmt(rep->why, sizeof rep->why, "no plan fits %s with the host-memory cap: "
                         "swapping is limited by host memory; the smallest budget that fits is %s",
                         b1, b2);

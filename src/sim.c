@@ -462,7 +462,13 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     r->host_over = c->host_mem_bytes && r->host_bytes > c->host_mem_bytes;
     ss_alloc_get_stats(s.a, &r->alloc);
     r->peak_reserved_bytes = r->alloc.peak_reserved_bytes;
-    (void)base_blk;
+    /* hand everything back so that the allocator is destroyed clean */
+    if (base_blk) ss_alloc_free(s.a, base_blk);
+    if (other_blk) ss_alloc_free(s.a, other_blk);
+    for (uint32_t x = 0; x < nt; x++)
+        if (blk[x]) { ss_alloc_free(s.a, blk[x]); blk[x] = NULL; }
+    ss_alloc_reach(s.a, UINT64_MAX, NULL, NULL);
+    if (ss_alloc_destroy(s.a) == SS_OK) s.a = NULL;
 out:
     if (s.a) ss_alloc_destroy_force(s.a);
     free(dur); free(other); free(ent_of); free(keys); free(blk); free(held); free(pend); free(pref);
