@@ -18,6 +18,7 @@ static const command commands[] = {
     {"trace", cmd_trace, "trace gen | trace stats: synthetic profiles of training iterations"},
     {"plan", cmd_plan, "plan swaps for a profile under a budget"},
     {"train", cmd_train, "train the reference Llama-style model (gpt/) under a memory budget"},
+    {"simulate", cmd_simulate, "four memory strategies side by side, and how far each one scales"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
