@@ -223,8 +223,8 @@ static int run_gnuplot(const char *dir, const char *out) {
 /* The terminal line for out's extension, or NULL. */
 static const char *terminal_for(const char *out) {
     const char *dot = strrchr(out, '.');
-    if (dot && !strcasecmp(dot, ".png")) return "set terminal pngcairo size 1100,650 font 'sans,10'";
-    if (dot && !strcasecmp(dot, ".svg")) return "set terminal svg size 1100,650 dynamic font 'sans,10'";
+    if (dot && !strcasecmp(dot, ".png")) return "set terminal pngcairo size 1000,700 noenhanced font 'sans,10'";
+    if (dot && !strcasecmp(dot, ".svg")) return "set terminal svg size 1000,700 dynamic noenhanced font 'sans,10'";
     return NULL;
 }
 
@@ -275,7 +275,7 @@ static int plot_memory(const char *out, const ssi_workload_config *c, const ssi_
     fprintf(f, "\nset title ");
     gp_str(f, title);
     fprintf(f, "\nset xlabel 'time in the iteration (s)'\nset ylabel 'device memory (GiB)'\n"
-               "set grid\nset key outside right top\nset yrange [0:*]\n");
+               "set grid\nset key below maxrows 3\nset yrange [0:*]\n");
     fprintf(f, "plot ");
     static const char *const colors[] = {"#1f77b4", "#2ca02c", "#ff7f0e", "#d62728"};
     for (int k = 0; k < SSI_STRAT_COUNT; k++) {
@@ -326,16 +326,19 @@ static int plot_sweep(const char *out, const ssi_workload_config *c, const ssi_d
     else snprintf(title, sizeof title, "%s on %s, batch %u x seq %u: tokens/s against hidden", c->model, d->name, c->batch, c->seq);
     fprintf(f, "\nset title ");
     gp_str(f, title);
-    fprintf(f, "\nset xlabel '%s'\nset ylabel 'tokens/s (where it trains)'\nset grid\nset key outside right top\n"
+    fprintf(f, "\nset xlabel '%s'\nset ylabel 'tokens/s (where it trains)'\nset grid\nset key below maxrows 2\n"
                "set yrange [0:*]\nset xrange [0:*]\n", ax);
     static const char *const colors[] = {"#1f77b4", "#2ca02c", "#ff7f0e", "#d62728"};
     fprintf(f, "plot ");
-    for (int k = 0; k < SSI_STRAT_COUNT; k++) {
+    /* no saving last, with open circles: where smartswap swaps nothing the two coincide */
+    static const int order[SSI_STRAT_COUNT] = {SSI_STRAT_RECOMPUTE, SSI_STRAT_OFFLOAD, SSI_STRAT_SMARTSWAP, SSI_STRAT_NONE};
+    for (int q = 0; q < SSI_STRAT_COUNT; q++) {
+        int k = order[q];
         char lab[120];
         if (s->best[k].found) snprintf(lab, sizeof lab, "%s: up to %u (%.2fx)", ssi_strategy_title(k), s->best[k].value, s->best[k].multiple);
         else snprintf(lab, sizeof lab, "%s: none", ssi_strategy_title(k));
-        fprintf(f, "%s'%s/sweep.dat' index %d using 1:2 with linespoints lw 2 pt 7 ps 0.8 lc rgb '%s' title ", k ? ", \\\n     " : "",
-                dir, k, colors[k]);
+        fprintf(f, "%s'%s/sweep.dat' index %d using 1:2 with linespoints lw 2 pt %d ps %.1f lc rgb '%s' title ",
+                q ? ", \\\n     " : "", dir, k, k == SSI_STRAT_NONE ? 6 : 7, k == SSI_STRAT_NONE ? 1.8 : 0.8, colors[k]);
         gp_str(f, lab);
     }
     fprintf(f, "\n");
