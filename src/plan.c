@@ -1,6 +1,6 @@
 /* plan.c: the swap plan container of plan.h (build, sort, check, compare, checkpoints) and the
  * plan file: versioned JSON Lines written and read through libcjson (format in
- * docs/plan-format.md). The policy generator (policy.c) fills plans, the simulator (sim.c)
+ * docs/trace-format.md, "Plan files"). The policy generator (policy.c) fills plans, the simulator (sim.c)
  * replays them, the `smartswap plan` command writes them and the executor reads them.
  *
  * Reader rules (as for profiles): every fault is reported as "FILE:LINE: what is wrong", a

@@ -82,7 +82,7 @@ ss_status ssi_plan_check(const ss_plan *p, char *err, size_t err_len);
 /* 1 when a and b hold the same data (names compared as strings), else 0. */
 int       ssi_plan_equal(const ss_plan *a, const ss_plan *b);
 
-/* ---- plan files (plan.c; format in docs/plan-format.md) -------------------------------------
+/* ---- plan files (plan.c; format in docs/trace-format.md, "Plan files") -------------------------------------
  * Writing is atomic (nothing half-written: a temporary file renamed over path). Reading never
  * crashes on bad input: it returns SS_ERR_FORMAT (or SS_ERR_IO when the file cannot be read)
  * and writes "FILE:LINE: what is wrong" into err. *out is set only on success. */

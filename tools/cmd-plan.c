@@ -1,5 +1,5 @@
 /* cmd-plan.c: `smartswap plan PROFILE --budget SIZE ...`: plans swaps for a detailed profile
- * under a device budget (policy.c), writes the plan file (plan.c, docs/plan-format.md) and
+ * under a device budget (policy.c), writes the plan file (plan.c, docs/trace-format.md, "Plan files") and
  * prints what the simulator predicts: peak before and after, bytes swapped, host memory,
  * stall and iteration time; --json prints one object; --plot draws device memory over the
  * iteration with and without the plan and the budget line (gnuplot).
