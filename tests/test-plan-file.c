@@ -1,4 +1,4 @@
-/* test-plan-file.c: plan files (src/plan.c, docs/plan-format.md): round trip of hand-made and
+/* test-plan-file.c: plan files (src/plan.c, docs/trace-format.md): round trip of hand-made and
  * generated plans through text and through a file, atomic writes, and malformed files rejected
  * with "FILE:LINE: what is wrong", never a crash.
  */
