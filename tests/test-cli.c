@@ -89,6 +89,39 @@ static void t_trace(void) {
     free(o);
 }
 
+static void t_plan(void) {
+    char *o, args[512];
+    snprintf(args, sizeof args, "trace gen --model gpt2-124m --batch 8 --seq 512 -o %s/g.jsonl", tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    free(o);
+    /* feasible: a plan file is written and the JSON has every promised key */
+    snprintf(args, sizeof args, "plan %s/g.jsonl --budget 3.5GiB --json -o %s/g.plan", tmpdir, tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    const char *keys[] = {"\"peak_bytes_before\":", "\"peak_bytes_after\":", "\"budget_bytes\":",
+                          "\"swapped_bytes\":", "\"host_bytes\":", "\"stall_seconds\":",
+                          "\"iter_seconds\":", "\"feasible\":true", "\"min_feasible_budget_bytes\":"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK_MSG(has(o, keys[i]), "%s in %s", keys[i], o);
+    free(o);
+    char path[128];
+    snprintf(path, sizeof path, "%s/g.plan", tmpdir);
+    CHECK(access(path, R_OK) == 0);
+    /* infeasible: exit 1, the smallest budget as a hint, and no plan file */
+    snprintf(args, sizeof args, "plan %s/g.jsonl --budget 1GiB -o %s/none.plan", tmpdir, tmpdir);
+    CHECK_EQ_INT(run(args, &o), 1);
+    CHECK(has(o, "smallest budget") && has(o, "hint: --budget"));
+    free(o);
+    snprintf(path, sizeof path, "%s/none.plan", tmpdir);
+    CHECK(access(path, F_OK) != 0);
+    /* bad sizes and missing files name the problem */
+    snprintf(args, sizeof args, "plan %s/g.jsonl --budget lots", tmpdir);
+    CHECK(run(args, &o) != 0);
+    CHECK(has(o, "lots"));
+    free(o);
+    CHECK(run("plan /nonexistent/p.jsonl --budget 1GiB", &o) != 0);
+    CHECK(has(o, "/nonexistent/p.jsonl"));
+    free(o);
+}
+
 static void t_demo_device(void) {
     char *o;
     CHECK_EQ_INT(run("demo-device", &o), 0);
@@ -109,6 +142,7 @@ int main(void) {
     RUN(t_info_and_options);
     RUN(t_bad_input);
     RUN(t_trace);
+    RUN(t_plan);
     RUN(t_demo_device);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
