@@ -370,6 +370,108 @@ void k_xent_bwd(float *dlogits, const float *probs, const int *targets, int M, i
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* mixture of experts                                                                           */
+
+void k_moe_route_fwd(float *probs, float *wts, int *idx, const float *logits, int M, int E, int K) {
+#pragma omp parallel for schedule(static) if((size_t)M * E * K >= GPT_PAR_MIN)
+    for (int i = 0; i < M; i++) {
+        const float *l = logits + (size_t)i * E;
+        float *p = probs + (size_t)i * E;
+        float mx = l[0], sum = 0.0f;
+        for (int j = 1; j < E; j++) if (l[j] > mx) mx = l[j];
+        for (int j = 0; j < E; j++) { p[j] = expf(l[j] - mx); sum += p[j]; }
+        for (int j = 0; j < E; j++) p[j] /= sum;
+        int *ix = idx + (size_t)i * K;
+        float s = 0.0f;
+        for (int k = 0; k < K; k++) {
+            int best = -1;
+            for (int j = 0; j < E; j++) {
+                int taken = 0;
+                for (int q = 0; q < k; q++) taken |= ix[q] == j;
+                if (!taken && (best < 0 || p[j] > p[best])) best = j;   /* ties: lower index */
+            }
+            ix[k] = best;
+            s += p[best];
+        }
+        for (int k = 0; k < K; k++) wts[(size_t)i * K + k] = p[ix[k]] / s;
+    }
+}
+
+void k_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, const int *idx, int M, int E,
+                     int K) {
+#pragma omp parallel for schedule(static) if((size_t)M * E * K >= GPT_PAR_MIN)
+    for (int i = 0; i < M; i++) {
+        const float *p = probs + (size_t)i * E, *dw = dwts + (size_t)i * K;
+        const int *ix = idx + (size_t)i * K;
+        float s = 0.0f, wdw = 0.0f, pdp = 0.0f;
+        for (int k = 0; k < K; k++) s += p[ix[k]];
+        for (int k = 0; k < K; k++) wdw += dw[k] * (p[ix[k]] / s);
+        /* w_k = p_k / s: dL/dp_k = (dw_k - sum_j dw_j w_j) / s for the chosen, 0 otherwise */
+        float dp[64];
+        for (int k = 0; k < K; k++) { dp[k] = (dw[k] - wdw) / s; pdp += p[ix[k]] * dp[k]; }
+        /* softmax: dl_j = p_j (dp_j - sum_i p_i dp_i) */
+        float *d = dlogits + (size_t)i * E;
+        for (int j = 0; j < E; j++) {
+            float dpj = 0.0f;
+            for (int k = 0; k < K; k++) if (ix[k] == j) dpj = dp[k];
+            d[j] += p[j] * (dpj - pdp);
+        }
+    }
+}
+
+void k_moe_gather_fwd(float *xe, const float *x, const int *rows, int n, int C) {
+#pragma omp parallel for schedule(static) if((size_t)n * C >= GPT_PAR_MIN)
+    for (int r = 0; r < n; r++) memcpy(xe + (size_t)r * C, x + (size_t)rows[r] * C, (size_t)C * sizeof(float));
+}
+
+void k_moe_gather_bwd(float *dx, const float *dxe, const int *rows, int n, int C) {
+#pragma omp parallel for schedule(static) if((size_t)n * C >= GPT_PAR_MIN)
+    for (int r = 0; r < n; r++) {
+        float *d = dx + (size_t)rows[r] * C;
+        const float *s = dxe + (size_t)r * C;
+        for (int c = 0; c < C; c++) d[c] += s[c];
+    }
+}
+
+void k_moe_combine_fwd(float *out, const float *wts, const int *idx, const int *slot, const float *const *ye,
+                       int M, int C, int K) {
+#pragma omp parallel for schedule(static) if((size_t)M * C * K >= GPT_PAR_MIN)
+    for (int i = 0; i < M; i++) {
+        float *o = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) o[c] = 0.0f;
+        for (int k = 0; k < K; k++) {
+            float w = wts[(size_t)i * K + k];
+            const float *y = ye[idx[(size_t)i * K + k]] + (size_t)slot[(size_t)i * K + k] * C;
+            for (int c = 0; c < C; c++) o[c] += w * y[c];
+        }
+    }
+}
+
+void k_moe_combine_bwd(float *const *dye, float *dwts, const float *dout, const float *wts, const int *idx,
+                       const int *slot, const float *const *ye, int M, int C, int K) {
+    /* every (expert, row) pair belongs to exactly one (token, k): no two tasks write one place */
+#pragma omp parallel for schedule(static) if((size_t)M * C * K >= GPT_PAR_MIN)
+    for (int i = 0; i < M; i++) {
+        const float *g = dout + (size_t)i * C;
+        for (int k = 0; k < K; k++) {
+            size_t ik = (size_t)i * K + k;
+            int e = idx[ik];
+            const float *y = ye[e] + (size_t)slot[ik] * C;
+            if (dwts) {
+                float s = 0.0f;
+                for (int c = 0; c < C; c++) s += g[c] * y[c];
+                dwts[ik] += s;
+            }
+            if (dye && dye[e]) {
+                float *d = dye[e] + (size_t)slot[ik] * C;
+                float w = wts[ik];
+                for (int c = 0; c < C; c++) d[c] += w * g[c];
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* optimizer                                                                                    */
 
 void k_adamw(float *p, float *m, float *v, const float *g, size_t n, float lr, float b1, float b2,

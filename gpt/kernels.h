@@ -68,6 +68,26 @@ float k_xent_fwd(float *probs, float *losses, const float *logits, const int *ta
 /* dlogits (M,V) += (probs - onehot(target)) * dloss / M */
 void k_xent_bwd(float *dlogits, const float *probs, const int *targets, int M, int V, float dloss);
 
+/* Mixture of experts (docs/trainer.md, "MoE"). Routing: probs (M,E) = softmax(logits (M,E));
+ * idx (M,K) = the K experts of largest probability, in decreasing order, ties broken towards
+ * the lower expert index; wts (M,K) = probs[idx] renormalised to sum to 1 over the K chosen. */
+void k_moe_route_fwd(float *probs, float *wts, int *idx, const float *logits, int M, int E, int K);
+/* dlogits (M,E) += the gradient of the renormalised weights given dwts (M,K), through the
+ * renormalisation and the softmax (the selection itself is piecewise constant). */
+void k_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, const int *idx, int M, int E,
+                     int K);
+/* xe (n,C) = x[rows[r]] for r < n */
+void k_moe_gather_fwd(float *xe, const float *x, const int *rows, int n, int C);
+/* dx[rows[r]] += dxe[r]; the rows must be distinct (they are: a token picks an expert once) */
+void k_moe_gather_bwd(float *dx, const float *dxe, const int *rows, int n, int C);
+/* out (M,C) = sum over k = 0..K-1, in that order, of wts[t,k] * ye[idx[t,k]][slot[t,k]] (C);
+ * ye[e] is expert e's output (n_e, C), slot[t,k] the row of token t in it. */
+void k_moe_combine_fwd(float *out, const float *wts, const int *idx, const int *slot, const float *const *ye,
+                       int M, int C, int K);
+/* dye[e] (n_e,C) += wts . dout at the token's row; dwts (M,K) += dout[t] . ye[..][slot] */
+void k_moe_combine_bwd(float *const *dye, float *dwts, const float *dout, const float *wts, const int *idx,
+                       const int *slot, const float *const *ye, int M, int C, int K);
+
 /* AdamW as torch.optim.AdamW (decoupled decay p *= 1 - lr*wd, then bias-corrected Adam);
  * t = step number from 1. */
 void k_adamw(float *p, float *m, float *v, const float *g, size_t n, float lr, float b1, float b2,

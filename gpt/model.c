@@ -23,13 +23,20 @@
 #define SITE (0x6770740000000000ull | (uint64_t)__LINE__)
 
 enum {
-    OP_EMBED, OP_RMSNORM, OP_MATMUL, OP_ROPE, OP_ATTN, OP_SWIGLU, OP_ADD, OP_XENT, OP_CKPT, OP_COUNT
+    OP_EMBED, OP_RMSNORM, OP_MATMUL, OP_ROPE, OP_ATTN, OP_SWIGLU, OP_ADD, OP_XENT, OP_CKPT,
+    OP_MOE_ROUTE, OP_MOE_GATHER, OP_MOE_COMBINE, OP_ADAMW, OP_ADAMW_INIT, OP_COUNT
 };
 static const char *op_names[OP_COUNT] = {"embedding", "rmsnorm", "matmul", "rope", "attention",
-                                         "swiglu", "add", "cross_entropy", "checkpoint"};
+                                         "swiglu", "add", "cross_entropy", "checkpoint",
+                                         "moe_route", "moe_gather", "moe_combine", "adamw",
+                                         "adamw_init"};
 static const char *op_bwd_names[OP_COUNT] = {"embedding_bwd", "rmsnorm_bwd", "matmul_bwd",
                                              "rope_bwd", "attention_bwd", "swiglu_bwd", "add_bwd",
-                                             "cross_entropy_bwd", "recompute"};
+                                             "cross_entropy_bwd", "recompute", "moe_route_bwd",
+                                             "moe_gather_bwd", "moe_combine_bwd", "adamw",
+                                             "adamw_init"};
+
+#define GPT_MAX_EXPERTS 64
 
 /* ------------------------------------------------------------------------------------------ */
 /* configuration                                                                                */
@@ -62,6 +69,12 @@ int gpt_config_check(const gpt_config *c, char *err, size_t errlen) {
         snprintf(err, errlen, "heads %d is not a multiple of kv-heads %d", c->heads, c->kv_heads);
         return 1;
     }
+    if (c->moe_experts < 0 || c->moe_experts > GPT_MAX_EXPERTS ||
+        (c->moe_experts && (c->moe_topk < 1 || c->moe_topk > c->moe_experts))) {
+        snprintf(err, errlen, "MoE: experts must be 1..%d and top-k 1..experts (got %d:%d)", GPT_MAX_EXPERTS,
+                 c->moe_experts, c->moe_topk);
+        return 1;
+    }
     if ((uint64_t)c->batch * c->seq > (1u << 30) || (uint64_t)c->hidden * c->vocab > (1u << 30)) {
         snprintf(err, errlen, "sizes too large");
         return 1;
@@ -74,14 +87,26 @@ static uint64_t charged(uint64_t n_floats) {
     return (b + GPT_MEM_ALIGN - 1) & ~(uint64_t)(GPT_MEM_ALIGN - 1);
 }
 
-/* Calls fn for each parameter's element count, in file order. */
+/* Parameters in the weights file: per layer 9 (dense) or 7 + 3 per expert (MoE), plus 3. */
+static int param_total(const gpt_config *c) {
+    int per = c->moe_experts ? 7 + 3 * c->moe_experts : 9;
+    return per * c->layers + 3;
+}
+
+/* Each parameter's element count, in file order. */
 static void param_sizes(const gpt_config *c, uint64_t *sizes, int *count) {
     int n = 0;
     uint64_t C = c->hidden, hd = c->hidden / c->heads, KVd = hd * c->kv_heads, F = c->ffn, V = c->vocab;
     sizes[n++] = V * C;
     for (int l = 0; l < c->layers; l++) {
         sizes[n++] = C; sizes[n++] = C * C; sizes[n++] = KVd * C; sizes[n++] = KVd * C;
-        sizes[n++] = C * C; sizes[n++] = C; sizes[n++] = F * C; sizes[n++] = F * C; sizes[n++] = C * F;
+        sizes[n++] = C * C; sizes[n++] = C;
+        if (c->moe_experts) {
+            sizes[n++] = (uint64_t)c->moe_experts * C;
+            for (int e = 0; e < c->moe_experts; e++) { sizes[n++] = F * C; sizes[n++] = F * C; sizes[n++] = C * F; }
+        } else {
+            sizes[n++] = F * C; sizes[n++] = F * C; sizes[n++] = C * F;
+        }
     }
     sizes[n++] = C;
     sizes[n++] = V * C;
@@ -89,7 +114,7 @@ static void param_sizes(const gpt_config *c, uint64_t *sizes, int *count) {
 }
 
 uint64_t gpt_param_count(const gpt_config *c) {
-    uint64_t *s = malloc(sizeof(uint64_t) * (9 * (size_t)c->layers + 3));
+    uint64_t *s = malloc(sizeof(uint64_t) * (size_t)param_total(c));
     int n;
     uint64_t total = 0;
     if (!s) return 0;
@@ -100,7 +125,7 @@ uint64_t gpt_param_count(const gpt_config *c) {
 }
 
 uint64_t gpt_state_bytes(const gpt_config *c) {
-    uint64_t *s = malloc(sizeof(uint64_t) * (9 * (size_t)c->layers + 3));
+    uint64_t *s = malloc(sizeof(uint64_t) * (size_t)param_total(c));
     int n;
     uint64_t total = 0;
     if (!s) return 0;
@@ -153,9 +178,24 @@ static gpt_tensor *new_act(gpt_model *m, const char *name, int layer, int ndim, 
     return t;
 }
 
-/* The forward code's reference to t's data is gone. */
+/* Hands t's pending saves to the hooks (the forward is done with t): each gets its handle. */
+static void flush_saves(gpt_model *m, gpt_tensor *t) {
+    for (int i = 0; i < t->npend; i++) {
+        uint64_t h = 0;
+        if (m->err) break;
+        if (m->hooks.save(m->hooks.user, t->buf, &t->pend[i].info, &h)) {
+            fail(m, "saving %s: %s", t->name, m->hooks.error(m->hooks.user));
+            break;
+        }
+        m->hpool[t->pend[i].slot] = h;
+    }
+    t->npend = 0;
+}
+
+/* The forward code's reference to t's data is gone: its saves go to the hooks first. */
 static void drop(gpt_model *m, gpt_tensor *t) {
     if (!t || !t->buf) return;
+    if (t->npend) flush_saves(m, t);
     gpt_buf_unref(m->mem, t->buf);
     t->buf = NULL;
 }
@@ -194,28 +234,44 @@ static gpt_node *push_node(gpt_model *m, int kind, int layer, uint64_t site) {
     n->site = site;
     n->B = m->B;
     n->T = m->T;
+    n->s0 = m->nhpool;
     return n;
 }
 
+/* Node n (the last pushed) keeps t for backward. The hooks see the save when the forward drops
+ * its own reference to t (drop), not now: a saved block may then be handed over (swapped out,
+ * released) without the forward still reading it. Until then the handle slot holds 0. */
 static void save(gpt_model *m, gpt_node *n, gpt_tensor *t) {
     if (m->err || !n) return;
-    gpt_save_info info;
-    memset(&info, 0, sizeof info);
-    info.op = op_names[n->kind];
-    info.site = n->site;
-    info.ndim = t->ndim;
-    for (int i = 0; i < t->ndim; i++) info.shape[i] = t->shape[i];
-    info.bytes = t->n * sizeof(float);
-    info.ordinal = n->nsaved;
-    info.layer = n->layer;
-    uint64_t h = 0;
-    if (m->hooks.save(m->hooks.user, t->buf, &info, &h)) {
-        fail(m, "saving %s: %s", t->name, m->hooks.error(m->hooks.user));
-        return;
+    if (m->nhpool == m->caphpool) {
+        size_t cap = m->caphpool ? 2 * m->caphpool : 256;
+        uint64_t *p = realloc(m->hpool, cap * sizeof *p);
+        if (!p) { fail(m, "out of host memory for the tape"); return; }
+        m->hpool = p;
+        m->caphpool = cap;
     }
-    n->saved[n->nsaved++] = h;
+    if (t->npend == t->cappend) {
+        int cap = t->cappend ? 2 * t->cappend : 4;
+        gpt_pending *p = realloc(t->pend, (size_t)cap * sizeof *p);
+        if (!p) { fail(m, "out of host memory for the tape"); return; }
+        t->pend = p;
+        t->cappend = cap;
+    }
+    gpt_pending *pd = &t->pend[t->npend++];
+    memset(pd, 0, sizeof *pd);
+    pd->slot = m->nhpool;
+    pd->info.op = op_names[n->kind];
+    pd->info.site = n->site;
+    pd->info.ndim = t->ndim;
+    for (int i = 0; i < t->ndim; i++) pd->info.shape[i] = t->shape[i];
+    pd->info.bytes = t->n * sizeof(float);
+    pd->info.ordinal = n->nsaved;
+    pd->info.layer = n->layer;
+    m->hpool[m->nhpool++] = 0;
+    n->nsaved++;
     m->stats.saves++;
-    m->stats.saved_bytes += info.bytes;
+    m->stats.saved_bytes += pd->info.bytes;
+    if (!t->buf) flush_saves(m, t);   /* the forward holds no reference (cannot happen here) */
 }
 
 static float *load(gpt_model *m, uint64_t h) {
@@ -261,15 +317,16 @@ static gpt_tensor *op_rmsnorm(gpt_model *m, gpt_tensor *x, gpt_tensor *w, const 
     return y;
 }
 
-/* y (B,T,N) = x (B,T,K) . w (N,K)^T; saves x */
+/* y (..,N) = x (..,K) . w (N,K)^T over the M = x->n / K rows of x, (B,T,K) or (n,K); saves x */
 static gpt_tensor *op_matmul(gpt_model *m, gpt_tensor *x, gpt_tensor *w, const char *name, int layer,
                              uint64_t site) {
     if (m->err || !x) return NULL;
-    int B = m->B, T = m->T, N = w->shape[0], K = w->shape[1];
+    int N = w->shape[0], K = w->shape[1], M = (int)(x->n / (size_t)K);
     report_op(m, OP_MATMUL, site, 0);
-    gpt_tensor *y = new_act(m, name, layer, 3, B, T, N, 0);
+    gpt_tensor *y = x->ndim == 3 ? new_act(m, name, layer, 3, x->shape[0], x->shape[1], N, 0)
+                                 : new_act(m, name, layer, 2, M, N, 0, 0);
     if (!y) return NULL;
-    k_matmul_fwd(F(y->buf), F(x->buf), F(w->buf), B * T, K, N);
+    k_matmul_fwd(F(y->buf), F(x->buf), F(w->buf), M, K, N);
     gpt_node *n = push_node(m, OP_MATMUL, layer, site);
     if (n) { n->in[0] = x; n->w = w; n->out = y; save(m, n, x); }
     return y;
@@ -307,11 +364,12 @@ static gpt_tensor *op_attention(gpt_model *m, gpt_tensor *q, gpt_tensor *k, gpt_
     return y;
 }
 
-/* y (B,T,F) = silu(g) * u; saves g, u */
-static gpt_tensor *op_swiglu(gpt_model *m, gpt_tensor *g, gpt_tensor *u, int layer, uint64_t site) {
+/* y = silu(g) * u, the shape of g: (B,T,F) or (n,F); saves g, u */
+static gpt_tensor *op_swiglu(gpt_model *m, gpt_tensor *g, gpt_tensor *u, const char *name, int layer,
+                             uint64_t site) {
     if (m->err || !g || !u) return NULL;
     report_op(m, OP_SWIGLU, site, 0);
-    gpt_tensor *y = new_act(m, "mlp.act", layer, 3, m->B, m->T, m->cfg.ffn, 0);
+    gpt_tensor *y = new_act(m, name, layer, g->ndim, g->shape[0], g->shape[1], g->shape[2], 0);
     if (!y) return NULL;
     k_swiglu_fwd(F(y->buf), F(g->buf), F(u->buf), y->n);
     gpt_node *n = push_node(m, OP_SWIGLU, layer, site);
@@ -348,6 +406,116 @@ static float op_xent(gpt_model *m, gpt_tensor *logits, uint64_t site) {
     return loss;
 }
 
+/* ---- mixture of experts ------------------------------------------------------------------ */
+
+/* wts (B,T,K) = renormalised top-k of softmax(logits (B,T,E)); fills *routep with the routing
+ * (host data kept until the end of the iteration). Saves probs (B,T,E). */
+static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uint64_t site, gpt_route **routep) {
+    *routep = NULL;
+    if (m->err || !logits) return NULL;
+    int B = m->B, T = m->T, M = B * T, E = m->cfg.moe_experts, K = m->cfg.moe_topk;
+    report_op(m, OP_MOE_ROUTE, site, 0);
+    size_t ints = (size_t)M * K * 3 + (size_t)E + 1;
+    gpt_route *r = calloc(1, sizeof *r + ints * sizeof(int) + (size_t)E * sizeof(gpt_tensor *));
+    if (!r) { fail(m, "out of host memory"); return NULL; }
+    r->ye = (gpt_tensor **)(r + 1);
+    r->idx = (int *)(r->ye + E);
+    r->slot = r->idx + (size_t)M * K;
+    r->rows = r->slot + (size_t)M * K;
+    r->off = r->rows + (size_t)M * K;
+    r->M = M; r->E = E; r->K = K;
+    r->next = m->routes;
+    m->routes = r;
+    gpt_tensor *w = new_act(m, "moe.weights", layer, 3, B, T, K, 0);
+    gpt_tensor *p = new_act(m, "moe.probs", layer, 3, B, T, E, 0);
+    if (!w || !p) { drop(m, w); drop(m, p); return NULL; }
+    k_moe_route_fwd(F(p->buf), F(w->buf), r->idx, F(logits->buf), M, E, K);
+    /* each expert's tokens, in token order */
+    int *fill = calloc((size_t)E, sizeof *fill);
+    if (!fill) { fail(m, "out of host memory"); drop(m, w); drop(m, p); return NULL; }
+    for (size_t i = 0; i < (size_t)M * K; i++) r->off[r->idx[i] + 1]++;
+    for (int e = 0; e < E; e++) r->off[e + 1] += r->off[e];
+    for (int t = 0; t < M; t++)
+        for (int k = 0; k < K; k++) {
+            int e = r->idx[(size_t)t * K + k];
+            r->slot[(size_t)t * K + k] = fill[e];
+            r->rows[r->off[e] + fill[e]++] = t;
+        }
+    free(fill);
+    gpt_node *n = push_node(m, OP_MOE_ROUTE, layer, site);
+    if (n) { n->in[0] = logits; n->out = w; n->route = r; save(m, n, p); }
+    drop(m, p);
+    *routep = r;
+    return w;
+}
+
+/* xe (n_e, C) = x[expert e's tokens]; saves nothing (linear) */
+static gpt_tensor *op_moe_gather(gpt_model *m, gpt_tensor *x, gpt_route *r, int e, int layer, uint64_t site) {
+    if (m->err || !x) return NULL;
+    int C = m->cfg.hidden, ne = r->off[e + 1] - r->off[e];
+    report_op(m, OP_MOE_GATHER, site, 0);
+    char name[48];
+    snprintf(name, sizeof name, "moe.e%d.in", e);
+    gpt_tensor *y = new_act(m, name, layer, 2, ne, C, 0, 0);
+    if (!y) return NULL;
+    k_moe_gather_fwd(F(y->buf), F(x->buf), r->rows + r->off[e], ne, C);
+    gpt_node *n = push_node(m, OP_MOE_GATHER, layer, site);
+    if (n) { n->in[0] = x; n->out = y; n->route = r; n->expert = e; }
+    return y;
+}
+
+/* y (B,T,C) = sum over each token's experts, by rank, of weight * expert output (r->ye);
+ * saves the weights and every expert output that exists */
+static gpt_tensor *op_moe_combine(gpt_model *m, gpt_tensor *w, gpt_route *r, int layer, uint64_t site) {
+    if (m->err || !w) return NULL;
+    int C = m->cfg.hidden;
+    report_op(m, OP_MOE_COMBINE, site, 0);
+    gpt_tensor *y = new_act(m, "moe.out", layer, 3, m->B, m->T, C, 0);
+    if (!y) return NULL;
+    const float *ye[GPT_MAX_EXPERTS];
+    for (int e = 0; e < r->E; e++) ye[e] = r->ye[e] ? F(r->ye[e]->buf) : NULL;
+    k_moe_combine_fwd(F(y->buf), F(w->buf), r->idx, r->slot, ye, r->M, C, r->K);
+    gpt_node *n = push_node(m, OP_MOE_COMBINE, layer, site);
+    if (n) {
+        n->in[0] = w; n->out = y; n->route = r;
+        save(m, n, w);
+        for (int e = 0; e < r->E; e++) if (r->ye[e]) save(m, n, r->ye[e]);
+    }
+    return y;
+}
+
+/* The MoE MLP on h (B,T,C): router, routing, the experts that received tokens (the others run
+ * no operator at all), combine. */
+static gpt_tensor *moe_forward(gpt_model *m, int l, gpt_tensor *h) {
+    gpt_layer *p = &m->layer[l];
+    gpt_route *r = NULL;
+    gpt_tensor *logits = op_matmul(m, h, p->wg, "moe.logits", l, SITE);   /* (B,T,E) */
+    gpt_tensor *w = op_moe_route(m, logits, l, SITE, &r);                 /* (B,T,K) */
+    drop(m, logits);
+    if (!w || !r) return NULL;
+    for (int e = 0; e < r->E && !m->err; e++) {
+        if (r->off[e + 1] == r->off[e]) { m->stats.experts_idle++; continue; }
+        m->stats.experts_run++;
+        char nm[48];
+        gpt_tensor *xe = op_moe_gather(m, h, r, e, l, SITE);              /* (n_e,C) */
+        snprintf(nm, sizeof nm, "moe.e%d.gate", e);
+        gpt_tensor *g = op_matmul(m, xe, p->ew1[e], nm, l, SITE);          /* (n_e,F) */
+        snprintf(nm, sizeof nm, "moe.e%d.up", e);
+        gpt_tensor *u = op_matmul(m, xe, p->ew3[e], nm, l, SITE);          /* (n_e,F) */
+        drop(m, xe);
+        snprintf(nm, sizeof nm, "moe.e%d.act", e);
+        gpt_tensor *s = op_swiglu(m, g, u, nm, l, SITE);                   /* (n_e,F) */
+        drop(m, g); drop(m, u);
+        snprintf(nm, sizeof nm, "moe.e%d.out", e);
+        r->ye[e] = op_matmul(m, s, p->ew2[e], nm, l, SITE);                /* (n_e,C) */
+        drop(m, s);
+    }
+    gpt_tensor *y = op_moe_combine(m, w, r, l, SITE);                     /* (B,T,C) */
+    drop(m, w);
+    for (int e = 0; e < r->E; e++) drop(m, r->ye[e]);
+    return y;
+}
+
 /* One decoder layer: x (B,T,C) -> (B,T,C). The caller keeps (and later drops) its reference to x. */
 static gpt_tensor *layer_forward(gpt_model *m, int l, gpt_tensor *x) {
     gpt_layer *p = &m->layer[l];
@@ -368,13 +536,19 @@ static gpt_tensor *layer_forward(gpt_model *m, int l, gpt_tensor *x) {
     gpt_tensor *x2 = op_add(m, x, o, "resid.attn", l, SITE);              /* (B,T,C) */
     drop(m, o);
     gpt_tensor *h2 = op_rmsnorm(m, x2, p->rms2, "mlp.norm", l, SITE);     /* (B,T,C) */
-    gpt_tensor *g = op_matmul(m, h2, p->w1, "mlp.gate", l, SITE);         /* (B,T,F) */
-    gpt_tensor *u = op_matmul(m, h2, p->w3, "mlp.up", l, SITE);           /* (B,T,F) */
-    drop(m, h2);
-    gpt_tensor *s = op_swiglu(m, g, u, l, SITE);                          /* (B,T,F) */
-    drop(m, g); drop(m, u);
-    gpt_tensor *d = op_matmul(m, s, p->w2, "mlp.down", l, SITE);          /* (B,T,C) */
-    drop(m, s);
+    gpt_tensor *d;
+    if (m->cfg.moe_experts) {
+        d = moe_forward(m, l, h2);                                        /* (B,T,C) */
+        drop(m, h2);
+    } else {
+        gpt_tensor *g = op_matmul(m, h2, p->w1, "mlp.gate", l, SITE);     /* (B,T,F) */
+        gpt_tensor *u = op_matmul(m, h2, p->w3, "mlp.up", l, SITE);       /* (B,T,F) */
+        drop(m, h2);
+        gpt_tensor *s = op_swiglu(m, g, u, "mlp.act", l, SITE);           /* (B,T,F) */
+        drop(m, g); drop(m, u);
+        d = op_matmul(m, s, p->w2, "mlp.down", l, SITE);                  /* (B,T,C) */
+        drop(m, s);
+    }
     gpt_tensor *x3 = op_add(m, x2, d, "resid.mlp", l, SITE);              /* (B,T,C) */
     drop(m, x2); drop(m, d);
     return m->err ? NULL : x3;
@@ -390,14 +564,16 @@ static void backward_to(gpt_model *m, size_t stop);
  * output, and walks the recorded nodes back; x's gradient accumulates as in mode none. */
 static void ckpt_backward(gpt_model *m, gpt_node nd) {
     gpt_tensor *x = nd.in[0], *y = nd.out;
-    float *xs = load(m, nd.saved[0]);
+    uint64_t h = m->hpool[nd.s0];
+    float *xs = load(m, h);
     if (m->err) return;
     char name[64];
     snprintf(name, sizeof name, "%s.recompute", x->name);
     x->buf = gpt_mem_alloc(m->mem, name, x->n * sizeof(float), GPT_MEM_ACT);
     if (!x->buf) { fail(m, "%s", m->mem->err); return; }
     memcpy(x->buf->ptr, xs, x->n * sizeof(float));
-    m->hooks.release(m->hooks.user, nd.saved[0]);
+    m->hooks.release(m->hooks.user, h);
+    m->hpool[nd.s0] = 0;
     size_t stop = m->ntape;
     m->recording = 1;
     uint64_t ops0 = m->stats.ops;
@@ -427,8 +603,8 @@ static void node_backward(gpt_model *m, gpt_node *n) {
         fail(m, "internal: no gradient reaches %s", n->out->name);
         return;
     }
-    float *s[4] = {NULL, NULL, NULL, NULL};
-    for (int i = 0; i < n->nsaved; i++) s[i] = load(m, n->saved[i]);
+    float *s[GPT_MAX_EXPERTS + 4];
+    for (int i = 0; i < n->nsaved; i++) s[i] = load(m, m->hpool[n->s0 + i]);
     if (m->err) return;
     switch (n->kind) {
     case OP_EMBED:
@@ -441,7 +617,8 @@ static void node_backward(gpt_model *m, gpt_node *n) {
     }
     case OP_MATMUL: {
         float *dx = gradof(m, n->in[0]);
-        if (dx) k_matmul_bwd(dx, F(n->w->grad), dout, s[0], F(n->w->buf), M, n->w->shape[1], n->w->shape[0]);
+        int K = n->w->shape[1], N = n->w->shape[0];
+        if (dx) k_matmul_bwd(dx, F(n->w->grad), dout, s[0], F(n->w->buf), (int)(n->in[0]->n / (size_t)K), K, N);
         break;
     }
     case OP_ROPE: {
@@ -468,13 +645,45 @@ static void node_backward(gpt_model *m, gpt_node *n) {
     }
     case OP_XENT: {
         float *dl = gradof(m, n->in[0]);
-        if (dl) k_xent_bwd(dl, s[0], m->targets, M, m->cfg.vocab, 1.0f);
+        if (dl) k_xent_bwd(dl, s[0], m->targets, M, m->cfg.vocab, m->dloss);
+        break;
+    }
+    case OP_MOE_ROUTE: {
+        float *dl = gradof(m, n->in[0]);
+        gpt_route *r = n->route;
+        if (dl) k_moe_route_bwd(dl, dout, s[0], r->idx, r->M, r->E, r->K);
+        break;
+    }
+    case OP_MOE_GATHER: {
+        float *dx = gradof(m, n->in[0]);
+        gpt_route *r = n->route;
+        int e = n->expert;
+        if (dx) k_moe_gather_bwd(dx, dout, r->rows + r->off[e], r->off[e + 1] - r->off[e], C);
+        break;
+    }
+    case OP_MOE_COMBINE: {
+        gpt_route *r = n->route;
+        float *dw = gradof(m, n->in[0]);
+        float *dye[GPT_MAX_EXPERTS];
+        const float *ye[GPT_MAX_EXPERTS];
+        int j = 1;
+        for (int e = 0; e < r->E; e++) {
+            dye[e] = NULL;
+            ye[e] = NULL;
+            if (!r->ye[e]) continue;
+            ye[e] = s[j++];
+            dye[e] = gradof(m, r->ye[e]);
+        }
+        if (dw && !m->err) k_moe_combine_bwd(dye, dw, dout, s[0], r->idx, r->slot, ye, r->M, C, r->K);
         break;
     }
     default:
         fail(m, "internal: unknown tape node %d", n->kind);
     }
-    for (int i = 0; i < n->nsaved; i++) m->hooks.release(m->hooks.user, n->saved[i]);
+    for (int i = 0; i < n->nsaved; i++) {
+        m->hooks.release(m->hooks.user, m->hpool[n->s0 + i]);
+        m->hpool[n->s0 + i] = 0;
+    }
     n->nsaved = 0;
     if (n->out) { gpt_buf_unref(m->mem, n->out->grad); n->out->grad = NULL; }
 }
@@ -487,20 +696,27 @@ static void backward_to(gpt_model *m, size_t stop) {
     }
 }
 
-/* Frees everything the iteration still holds (after success: only tensor structs). */
+/* Frees everything the micro-batch still holds (after success: only tensor structs). */
 static void end_iteration(gpt_model *m) {
-    for (size_t i = 0; i < m->ntape; i++)
-        for (int j = 0; j < m->tape[i].nsaved; j++) m->hooks.release(m->hooks.user, m->tape[i].saved[j]);
+    for (size_t i = 0; i < m->nhpool; i++)
+        if (m->hpool[i]) m->hooks.release(m->hooks.user, m->hpool[i]);
+    m->nhpool = 0;
     m->ntape = 0;
     gpt_tensor *t = m->acts;
     while (t) {
         gpt_tensor *next = t->next;
         gpt_buf_unref(m->mem, t->buf);
         gpt_buf_unref(m->mem, t->grad);
+        free(t->pend);
         free(t);
         t = next;
     }
     m->acts = NULL;
+    while (m->routes) {
+        gpt_route *r = m->routes->next;
+        free(m->routes);
+        m->routes = r;
+    }
     m->recording = 0;
 }
 
@@ -531,6 +747,7 @@ static float forward(gpt_model *m, int record) {
     return loss;
 }
 
+/* Checks one micro-batch's shape and tokens and makes it current. */
 static int begin(gpt_model *m, const int *tokens, const int *targets, int B, int T) {
     m->err = 0;
     m->errmsg[0] = 0;
@@ -544,8 +761,74 @@ static int begin(gpt_model *m, const int *tokens, const int *targets, int B, int
             return 1;
         }
     m->tokens = tokens; m->targets = targets; m->B = B; m->T = T;
+    return 0;
+}
+
+static void note_peaks(gpt_model *m) {
+    if (m->mem->peak > m->stats.peak_bytes) m->stats.peak_bytes = m->mem->peak;
+    if (m->mem->act_peak > m->stats.act_peak_bytes) m->stats.act_peak_bytes = m->mem->act_peak;
+}
+
+int gpt_step_begin(gpt_model *m, int step) {
+    m->err = 0;
+    m->errmsg[0] = 0;
+    if (m->in_step) { fail(m, "gpt_step_begin: a step is open"); return 1; }
     memset(&m->stats, 0, sizeof m->stats);
     gpt_mem_reset_peak(m->mem);
+    m->in_step = 1;
+    m->step_micro = 0;
+    m->hooks.iter_begin(m->hooks.user, step);
+    return 0;
+}
+
+int gpt_step_end(gpt_model *m) {
+    if (!m->in_step) { fail(m, "gpt_step_end: no step is open"); return 1; }
+    note_peaks(m);
+    m->hooks.iter_end(m->hooks.user);
+    m->in_step = 0;
+    return m->err;
+}
+
+int gpt_step_micro(gpt_model *m, const int *tokens, const int *targets, int B, int T, float dloss,
+                   float *loss) {
+    if (!m->in_step) { m->err = 0; fail(m, "gpt_step_micro outside a step (call gpt_step_begin)"); return 1; }
+    if (begin(m, tokens, targets, B, T)) return 1;
+    if (!m->grads_ready) {
+        for (int i = 0; i < m->nparams && !m->err; i++) {
+            gpt_tensor *p = m->params[i];
+            char name[64];
+            snprintf(name, sizeof name, "grad.%s", p->name);
+            p->grad = gpt_mem_alloc(m->mem, name, p->n * sizeof(float), GPT_MEM_GRAD);
+            if (!p->grad) fail(m, "%s", m->mem->err);
+        }
+        if (m->err) return 1;
+        m->grads_ready = 1;
+    }
+    if (m->step_micro == 0)
+        for (int i = 0; i < m->nparams; i++) memset(m->params[i]->grad->ptr, 0, m->params[i]->n * sizeof(float));
+    m->step_micro++;
+    m->dloss = dloss;
+    float l = forward(m, 1);
+    m->recording = 0;
+    backward_to(m, 0);
+    note_peaks(m);
+    end_iteration(m);
+    if (m->err) return 1;
+    m->stats.micro++;
+    m->stats.tokens += (uint64_t)B * T;
+    *loss = l;
+    return 0;
+}
+
+int gpt_step_eval(gpt_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
+    if (!m->in_step) { m->err = 0; fail(m, "gpt_step_eval outside a step (call gpt_step_begin)"); return 1; }
+    if (begin(m, tokens, targets, B, T)) return 1;
+    float l = forward(m, 0);
+    note_peaks(m);
+    end_iteration(m);
+    if (m->err) return 1;
+    m->stats.tokens += (uint64_t)B * T;
+    *loss = l;
     return 0;
 }
 
@@ -560,38 +843,23 @@ int gpt_forward(gpt_model *m, const int *tokens, const int *targets, int B, int 
 
 int gpt_forward_backward(gpt_model *m, const int *tokens, const int *targets, int B, int T, int step,
                          float *loss) {
-    if (begin(m, tokens, targets, B, T)) return 1;
-    if (!m->grads_ready) {
-        for (int i = 0; i < m->nparams && !m->err; i++) {
-            gpt_tensor *p = m->params[i];
-            char name[64];
-            snprintf(name, sizeof name, "grad.%s", p->name);
-            p->grad = gpt_mem_alloc(m->mem, name, p->n * sizeof(float), GPT_MEM_GRAD);
-            if (!p->grad) fail(m, "%s", m->mem->err);
-        }
-        if (m->err) return 1;
-        m->grads_ready = 1;
-    }
-    for (int i = 0; i < m->nparams; i++) memset(m->params[i]->grad->ptr, 0, m->params[i]->n * sizeof(float));
-    m->hooks.iter_begin(m->hooks.user, step);
-    float l = forward(m, 1);
-    m->recording = 0;
-    backward_to(m, 0);
-    m->stats.peak_bytes = m->mem->peak;
-    m->stats.act_peak_bytes = m->mem->act_peak;
-    end_iteration(m);
-    m->hooks.iter_end(m->hooks.user);
-    if (m->err) return 1;
-    *loss = l;
-    return 0;
+    if (gpt_step_begin(m, step)) return 1;
+    int rc = gpt_step_micro(m, tokens, targets, B, T, 1.0f, loss);
+    char msg[sizeof m->errmsg];
+    memcpy(msg, m->errmsg, sizeof msg);
+    gpt_step_end(m);
+    if (rc) { m->err = 1; memcpy(m->errmsg, msg, sizeof msg); }
+    return rc;
 }
 
-int gpt_update(gpt_model *m, float lr) {
+int gpt_step_update(gpt_model *m, float lr) {
     m->err = 0;
     if (!m->grads_ready) { fail(m, "gpt_update before any backward"); return 1; }
     for (int i = 0; i < m->nparams; i++) {
         gpt_tensor *p = m->params[i];
         if (!p->adam_m) {
+            /* the optimizer state comes into being at the first update (lazily, as in torch) */
+            if (m->in_step) report_op(m, OP_ADAMW_INIT, SITE, 0);
             char name[64];
             snprintf(name, sizeof name, "adam.m.%s", p->name);
             p->adam_m = gpt_mem_calloc(m->mem, name, p->n * sizeof(float), GPT_MEM_OPTIM);
@@ -603,12 +871,15 @@ int gpt_update(gpt_model *m, float lr) {
     m->adam_t++;
     for (int i = 0; i < m->nparams; i++) {
         gpt_tensor *p = m->params[i];
+        if (m->in_step) report_op(m, OP_ADAMW, SITE, 0);
         k_adamw(F(p->buf), F(p->adam_m), F(p->adam_v), F(p->grad), p->n, lr, m->cfg.beta1, m->cfg.beta2,
                 m->cfg.adam_eps, p->decay ? m->cfg.weight_decay : 0.0f, m->adam_t);
     }
+    if (m->in_step) note_peaks(m);
     return 0;
 }
 
+int gpt_update(gpt_model *m, float lr) { return gpt_step_update(m, lr); }
 /* ------------------------------------------------------------------------------------------ */
 /* init                                                                                         */
 
@@ -654,7 +925,7 @@ int gpt_model_init(gpt_model *m, const gpt_config *c, gpt_mem *mem, const gpt_ho
     if (gpt_config_check(c, m->errmsg, sizeof m->errmsg)) { m->err = 1; return 1; }
     gpt_kernels_init();
     int L = c->layers, C = c->hidden, hd = C / c->heads, KVd = hd * c->kv_heads, Fd = c->ffn, V = c->vocab;
-    m->params = calloc(9 * (size_t)L + 3, sizeof *m->params);
+    m->params = calloc((size_t)param_total(c), sizeof *m->params);
     m->layer = calloc((size_t)L, sizeof *m->layer);
     if (!m->params || !m->layer) { fail(m, "out of host memory"); return 1; }
     uint64_t rng = seed ^ 0x5eed5eed5eed5eedull;
@@ -668,9 +939,27 @@ int gpt_model_init(gpt_model *m, const gpt_config *c, gpt_mem *mem, const gpt_ho
         p->wv = new_param(m, "wv", l, KVd, C, 1.0f / sqrtf((float)C), &rng);
         p->wo = new_param(m, "wo", l, C, C, resid / sqrtf((float)C), &rng);
         p->rms2 = new_param(m, "rms2", l, C, 0, 0.0f, &rng);
-        p->w1 = new_param(m, "w1", l, Fd, C, 1.0f / sqrtf((float)C), &rng);
-        p->w3 = new_param(m, "w3", l, Fd, C, 1.0f / sqrtf((float)C), &rng);
-        p->w2 = new_param(m, "w2", l, C, Fd, resid / sqrtf((float)Fd), &rng);
+        if (c->moe_experts) {
+            int E = c->moe_experts;
+            p->wg = new_param(m, "wg", l, E, C, 1.0f / sqrtf((float)C), &rng);
+            p->ew1 = calloc((size_t)E * 3, sizeof *p->ew1);
+            if (!p->ew1) { fail(m, "out of host memory"); return 1; }
+            p->ew3 = p->ew1 + E;
+            p->ew2 = p->ew1 + 2 * E;
+            for (int e = 0; e < E; e++) {
+                char nm[32];
+                snprintf(nm, sizeof nm, "e%d.w1", e);
+                p->ew1[e] = new_param(m, nm, l, Fd, C, 1.0f / sqrtf((float)C), &rng);
+                snprintf(nm, sizeof nm, "e%d.w3", e);
+                p->ew3[e] = new_param(m, nm, l, Fd, C, 1.0f / sqrtf((float)C), &rng);
+                snprintf(nm, sizeof nm, "e%d.w2", e);
+                p->ew2[e] = new_param(m, nm, l, C, Fd, resid / sqrtf((float)Fd), &rng);
+            }
+        } else {
+            p->w1 = new_param(m, "w1", l, Fd, C, 1.0f / sqrtf((float)C), &rng);
+            p->w3 = new_param(m, "w3", l, Fd, C, 1.0f / sqrtf((float)C), &rng);
+            p->w2 = new_param(m, "w2", l, C, Fd, resid / sqrtf((float)Fd), &rng);
+        }
     }
     m->normf = new_param(m, "normf", -1, C, 0, 0.0f, &rng);
     m->wout = new_param(m, "wout", -1, V, C, 1.0f / sqrtf((float)C), &rng);
@@ -702,9 +991,11 @@ void gpt_model_free(gpt_model *m) {
     }
     if (m->rope_cos) gpt_buf_unref(m->mem, m->rope_cos);
     if (m->rope_sin) gpt_buf_unref(m->mem, m->rope_sin);
+    for (int l = 0; m->layer && l < m->cfg.layers; l++) free(m->layer[l].ew1);
     free(m->params);
     free(m->layer);
     free(m->tape);
+    free(m->hpool);
     memset(m, 0, sizeof *m);
 }
 
@@ -713,9 +1004,11 @@ int gpt_save_weights(gpt_model *m, const char *path) {
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) { snprintf(m->errmsg, sizeof m->errmsg, "cannot write %.200s", tmp); return 1; }
-    int32_t hdr[10] = {0x57545047 /* "GPTW" */, 1, m->cfg.layers, m->cfg.hidden, m->cfg.heads,
-                       m->cfg.kv_heads, m->cfg.ffn, m->cfg.vocab, m->cfg.seq, m->nparams};
-    int ok = fwrite(hdr, sizeof hdr, 1, f) == 1;
+    int moe = m->cfg.moe_experts > 0;
+    int32_t hdr[12] = {0x57545047 /* "GPTW" */, moe ? 2 : 1, m->cfg.layers, m->cfg.hidden, m->cfg.heads,
+                       m->cfg.kv_heads, m->cfg.ffn, m->cfg.vocab, m->cfg.seq, m->nparams,
+                       m->cfg.moe_experts, m->cfg.moe_topk};
+    int ok = fwrite(hdr, sizeof(int32_t), moe ? 12 : 10, f) == (size_t)(moe ? 12 : 10);
     for (int i = 0; ok && i < m->nparams; i++)
         ok = fwrite(m->params[i]->buf->ptr, sizeof(float), m->params[i]->n, f) == m->params[i]->n;
     if (fclose(f) != 0) ok = 0;

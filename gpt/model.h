@@ -30,6 +30,7 @@
 typedef struct gpt_config {
     int   layers, hidden, heads, kv_heads, ffn;   /* L, C, A, KV, F */
     int   seq, batch, vocab;                      /* T (max), B, V */
+    int   moe_experts, moe_topk;                  /* E, K: MoE MLP (E = 0: dense SwiGLU) */
     float rope_theta, norm_eps;
     float beta1, beta2, adam_eps, weight_decay;   /* AdamW; decay on matrices only */
 } gpt_config;
@@ -37,6 +38,12 @@ typedef struct gpt_config {
 typedef enum gpt_mode {
     GPT_MODE_NONE = 0, GPT_MODE_RECOMPUTE, GPT_MODE_SMARTSWAP, GPT_MODE_OFFLOAD_ALL, GPT_MODE_COUNT
 } gpt_mode;
+
+/* A save whose hooks call waits until the forward drops its own reference (see model.c). */
+typedef struct gpt_pending {
+    size_t        slot;     /* index in the iteration's handle pool */
+    gpt_save_info info;
+} gpt_pending;
 
 typedef struct gpt_tensor {
     char     name[48];
@@ -48,11 +55,27 @@ typedef struct gpt_tensor {
     int      decay;         /* parameters: AdamW weight decay applies */
     gpt_buf *adam_m, *adam_v;   /* parameters: moments, created at the first update */
     struct gpt_tensor *next;    /* the iteration's list of activation tensors */
+    gpt_pending *pend;          /* saves not yet handed to the hooks */
+    int          npend, cappend;
 } gpt_tensor;
 
 typedef struct gpt_layer {
-    gpt_tensor *rms1, *wq, *wk, *wv, *wo, *rms2, *w1, *w3, *w2;
+    gpt_tensor *rms1, *wq, *wk, *wv, *wo, *rms2, *w1, *w3, *w2;   /* w1 w3 w2: dense MLP only */
+    gpt_tensor *wg;                     /* MoE: router (E,C) */
+    gpt_tensor **ew1, **ew3, **ew2;     /* MoE: expert e's (F,C), (F,C), (C,F) */
 } gpt_layer;
+
+/* One MoE layer call's routing (host data, like the tokens): which experts each token picked
+ * and where its row sits in each expert's batch. Lives until the end of the iteration. */
+typedef struct gpt_route {
+    int   M, E, K;
+    int  *idx;              /* (M,K) chosen experts, by rank */
+    int  *slot;             /* (M,K) row of token t in expert idx[t,k]'s batch */
+    int  *off;              /* (E+1) expert e's rows are rows[off[e] .. off[e+1]) */
+    int  *rows;             /* (M*K) token indices, ascending within each expert */
+    gpt_tensor **ye;        /* (E) expert outputs (n_e, C); NULL: the expert got no token */
+    struct gpt_route *next;
+} gpt_route;
 
 typedef struct gpt_node {
     int         kind;        /* operator (model.c) */
@@ -61,14 +84,18 @@ typedef struct gpt_node {
     gpt_tensor *in[3];       /* activation inputs (their grads are accumulated) */
     gpt_tensor *w;           /* parameter, if any */
     gpt_tensor *out;         /* output (its grad is consumed, then freed) */
-    uint64_t    saved[4];    /* tape handles */
+    size_t      s0;          /* its tape handles: hpool[s0 .. s0 + nsaved) */
     int         nsaved;
     int         B, T;
+    gpt_route  *route;       /* MoE nodes */
+    int         expert;      /* moe_gather: the expert */
 } gpt_node;
 
-typedef struct gpt_stats {        /* of the last step */
+typedef struct gpt_stats {        /* of the last step (iteration), all its micro-batches */
     uint64_t ops, saves, saved_bytes, recomputed_ops;
     uint64_t peak_bytes, act_peak_bytes;
+    uint64_t micro, tokens;          /* micro-batches and tokens trained (eval: evaluated) */
+    uint64_t experts_run, experts_idle;  /* MoE: expert MLPs run / skipped (no token) */
 } gpt_stats;
 
 typedef struct gpt_model {
@@ -83,11 +110,17 @@ typedef struct gpt_model {
     gpt_buf    *rope_cos, *rope_sin;      /* (T, hd/2) each */
     int         adam_t;                   /* updates done */
     int         grads_ready;
+    int         in_step;                  /* between gpt_step_begin and gpt_step_end */
+    int         step_micro;               /* micro-batches run in this step */
+    float       dloss;                    /* this micro-batch's loss weight (1/N with accumulation) */
     /* one iteration */
     gpt_node   *tape;
     size_t      ntape, captape;
     int         recording;
     gpt_tensor *acts;
+    uint64_t   *hpool;                    /* tape handles of the iteration's nodes */
+    size_t      nhpool, caphpool;
+    gpt_route  *routes;
     const int  *tokens, *targets;         /* (B,T) host ints */
     int         B, T;
     int         err;
@@ -114,18 +147,34 @@ int gpt_model_init(gpt_model *m, const gpt_config *c, gpt_mem *mem, const gpt_ho
                    gpt_mode mode, uint64_t seed);
 void gpt_model_free(gpt_model *m);
 
-/* One forward and backward on tokens/targets (B,T) (T <= cfg.seq): parameter gradients are
- * zeroed first, then hold d loss / d param. *loss = mean cross-entropy. step is passed to
- * hooks.iter_begin. */
+/* One training iteration (the unit smartswap brackets: hooks.iter_begin .. iter_end):
+ *
+ *     gpt_step_begin(step); gpt_step_micro(..) x N; gpt_step_update(lr); gpt_step_end()
+ *
+ * gpt_step_micro runs one forward and backward on tokens/targets (B,T) (T <= cfg.seq, any T per
+ * call) and ACCUMULATES d(dloss * loss)/d param into the gradients, which the first micro-batch of
+ * a step zeroes (creating them at the very first one). With N micro-batches, dloss = 1/N makes the
+ * gradients those of the mean loss. gpt_step_eval runs a forward only (nothing saved) and may be
+ * the only call of a step (an evaluation iteration). gpt_step_update is AdamW over every parameter,
+ * its moments created at the first call (lazily: the first step's operator sequence differs);
+ * inside a step it reports its operators. On error the step's memory is released; call
+ * gpt_step_end anyway (it closes the hooks' iteration). */
+int gpt_step_begin(gpt_model *m, int step);
+int gpt_step_micro(gpt_model *m, const int *tokens, const int *targets, int B, int T, float dloss, float *loss);
+int gpt_step_eval(gpt_model *m, const int *tokens, const int *targets, int B, int T, float *loss);
+int gpt_step_update(gpt_model *m, float lr);
+int gpt_step_end(gpt_model *m);
+
+/* Shorthands: one step of one micro-batch (begin, micro with dloss 1, end; the update is left
+ * to gpt_update, outside the iteration), a forward outside any iteration, AdamW. */
 int gpt_forward_backward(gpt_model *m, const int *tokens, const int *targets, int B, int T,
                          int step, float *loss);
-/* Forward only (no tape, nothing saved). */
 int gpt_forward(gpt_model *m, const int *tokens, const int *targets, int B, int T, float *loss);
-/* AdamW over every parameter; the moments are created on the first call. */
 int gpt_update(gpt_model *m, float lr);
 
 /* Weights file: "GPTW" v1 header (magic, version, L, C, A, KV, F, V, T, nparams as int32
- * little-endian), then each parameter's float32 data in gpt_model.params order. Written to a
+ * little-endian), then each parameter's float32 data in gpt_model.params order. With MoE the
+ * version is 2 and two more int32 follow the ten: E, K. Written to a
  * temporary name and renamed, so a failure leaves nothing half-written. */
 int gpt_save_weights(gpt_model *m, const char *path);
 
