@@ -397,6 +397,164 @@ static void t_xent(void) {
     free(l); free(p); free(ls); free(dl0); free(dl); free(in[0]); free(gl);
 }
 
+/* ---- mixture of experts ------------------------------------------------------------------- */
+
+typedef struct moe_ctx {
+    int M, E, K, C;
+    const double *r;
+    const int *idx, *slot, *off;   /* a fixed routing (the selection is piecewise constant) */
+    double *out;
+} moe_ctx;
+
+/* wts = renormalised top-k of softmax(logits), the selection idx held fixed */
+static void ref_route(const moe_ctx *c, const double *l, double *w) {
+    for (int i = 0; i < c->M; i++) {
+        const double *li = l + (size_t)i * c->E;
+        double mx = li[0], sum = 0, s = 0;
+        for (int j = 1; j < c->E; j++) if (li[j] > mx) mx = li[j];
+        for (int j = 0; j < c->E; j++) sum += exp(li[j] - mx);
+        for (int k = 0; k < c->K; k++) s += exp(li[c->idx[i * c->K + k]] - mx) / sum;
+        for (int k = 0; k < c->K; k++) w[i * c->K + k] = exp(li[c->idx[i * c->K + k]] - mx) / sum / s;
+    }
+}
+static double l_route(void *p, double **in) {
+    moe_ctx *c = p;
+    ref_route(c, in[0], c->out);
+    return dot_r(&(ctx){.r = c->r}, c->out, (size_t)c->M * c->K);
+}
+
+/* out (M,C) = sum_k w[t,k] ye[idx][slot]; in[0] = w (M,K), in[1] = every expert's rows, stacked
+ * in expert order (row off[e] + slot of expert e) */
+static double l_combine(void *p, double **in) {
+    moe_ctx *c = p;
+    for (int i = 0; i < c->M; i++)
+        for (int x = 0; x < c->C; x++) {
+            double acc = 0;
+            for (int k = 0; k < c->K; k++) {
+                int e = c->idx[i * c->K + k];
+                acc += in[0][i * c->K + k] * in[1][((size_t)c->off[e] + c->slot[i * c->K + k]) * c->C + x];
+            }
+            c->out[(size_t)i * c->C + x] = acc;
+        }
+    return dot_r(&(ctx){.r = c->r}, c->out, (size_t)c->M * c->C);
+}
+
+/* the rows of x listed in rows[0..n) (one expert's gather); here n rows given by c->off[1] */
+static double l_gather(void *p, double **in) {
+    moe_ctx *c = p;
+    int n = c->off[1];
+    for (int r = 0; r < n; r++)
+        for (int x = 0; x < c->C; x++) c->out[(size_t)r * c->C + x] = in[0][(size_t)c->slot[r] * c->C + x];
+    return dot_r(&(ctx){.r = c->r}, c->out, (size_t)n * c->C);
+}
+
+/* routing of M tokens over E experts from logits: idx, then slot/off as the model builds them */
+static void build_routing(int M, int E, int K, const int *idx, int *slot, int *off) {
+    int fill[64] = {0};
+    memset(off, 0, sizeof(int) * (size_t)(E + 1));
+    for (int i = 0; i < M * K; i++) off[idx[i] + 1]++;
+    for (int e = 0; e < E; e++) off[e + 1] += off[e];
+    for (int i = 0; i < M * K; i++) slot[i] = fill[idx[i]]++;
+}
+
+static void t_moe_route(void) {
+    moe_ctx c = {0};
+    c.M = 11; c.E = 6; c.K = 2;
+    size_t nl = (size_t)c.M * c.E, nw = (size_t)c.M * c.K;
+    float *l = frand(nl, 3), *p = fzeros(nl), *w = fzeros(nw), *r = frand(nw, 1);
+    int *idx = malloc(nw * sizeof *idx);
+    float *dl0 = frand(nl, 1), *dl = malloc(nl * 4);
+    memcpy(dl, dl0, nl * 4);
+    k_moe_route_fwd(p, w, idx, l, c.M, c.E, c.K);
+    /* the selection: the K largest, in decreasing order; weights sum to 1 */
+    int sel_ok = 1;
+    for (int i = 0; i < c.M; i++) {
+        double sum = 0;
+        for (int k = 0; k < c.K; k++) {
+            float pk = p[i * c.E + idx[i * c.K + k]];
+            sum += w[i * c.K + k];
+            for (int j = 0; j < c.E; j++) {
+                int taken = 0;
+                for (int q = 0; q <= k; q++) taken |= idx[i * c.K + q] == j;
+                if (!taken && p[i * c.E + j] > pk) sel_ok = 0;
+            }
+        }
+        if (fabs(sum - 1) > 1e-6) sel_ok = 0;
+    }
+    CHECK_MSG(sel_ok, "top-k selection or renormalisation wrong");
+    c.idx = idx;
+    double *in[1] = {to_d(l, nl)}, *rd = to_d(r, nw);
+    c.r = rd; c.out = malloc(nw * sizeof(double));
+    ref_route(&c, in[0], c.out);
+    check_fwd("moe_route weights", w, c.out, nw);
+    k_moe_route_bwd(dl, r, p, idx, c.M, c.E, c.K);
+    double *gl = numgrad(l_route, &c, in, 0, nl);
+    check_grad("moe_route dlogits", dl, dl0, gl, nl);
+    /* ties go to the lower expert index, deterministically */
+    float tl[2 * 4] = {1, 3, 3, 3, 0, 0, 0, 0}, tp[8], tw[4];
+    int ti[4];
+    k_moe_route_fwd(tp, tw, ti, tl, 2, 4, 2);
+    CHECK_MSG(ti[0] == 1 && ti[1] == 2 && ti[2] == 0 && ti[3] == 1, "ties: picked %d %d, %d %d", ti[0], ti[1],
+              ti[2], ti[3]);
+    CHECK(tw[0] == 0.5f && tw[1] == 0.5f && tw[2] == 0.5f && tw[3] == 0.5f);
+    free(l); free(p); free(w); free(r); free(idx); free(dl0); free(dl); free(in[0]); free(rd); free(c.out); free(gl);
+}
+
+static void t_moe_combine(void) {
+    moe_ctx c = {0};
+    c.M = 3; c.E = 8; c.K = 2; c.C = 6;      /* at most 6 of 8 experts used: some get no token */
+    size_t nw = (size_t)c.M * c.K;
+    float *l = frand((size_t)c.M * c.E, 3), *p = fzeros((size_t)c.M * c.E), *w = fzeros(nw);
+    int *idx = malloc(nw * sizeof *idx), *slot = malloc(nw * sizeof *slot), off[9];
+    k_moe_route_fwd(p, w, idx, l, c.M, c.E, c.K);
+    build_routing(c.M, c.E, c.K, idx, slot, off);
+    size_t ny = (size_t)off[c.E] * c.C, no = (size_t)c.M * c.C;
+    float *y = frand(ny, 1), *r = frand(no, 1), *out = fzeros(no);
+    float *dw0 = frand(nw, 1), *dy0 = frand(ny, 1), *dw = malloc(nw * 4), *dy = malloc(ny * 4);
+    memcpy(dw, dw0, nw * 4); memcpy(dy, dy0, ny * 4);
+    const float *ye[8];
+    float *dye[8];
+    int empty = 0;
+    for (int e = 0; e < c.E; e++) {
+        ye[e] = off[e + 1] > off[e] ? y + (size_t)off[e] * c.C : NULL;
+        dye[e] = off[e + 1] > off[e] ? dy + (size_t)off[e] * c.C : NULL;
+        empty += off[e + 1] == off[e];
+    }
+    c.idx = idx; c.slot = slot; c.off = off;
+    double *in[2] = {to_d(w, nw), to_d(y, ny)}, *rd = to_d(r, no);
+    c.r = rd; c.out = malloc(no * sizeof(double));
+    k_moe_combine_fwd(out, w, idx, slot, ye, c.M, c.C, c.K);
+    l_combine(&c, in);
+    check_fwd("moe_combine", out, c.out, no);
+    k_moe_combine_bwd(dye, dw, r, w, idx, slot, ye, c.M, c.C, c.K);
+    double *gw = numgrad(l_combine, &c, in, 0, nw), *gy = numgrad(l_combine, &c, in, 1, ny);
+    check_grad("moe_combine dweights", dw, dw0, gw, nw);
+    check_grad("moe_combine dexperts", dy, dy0, gy, ny);
+    CHECK_MSG(empty > 0, "the case must include experts without tokens");
+    fprintf(stderr, "     %d of %d experts received no token\n", empty, c.E);
+    free(l); free(p); free(w); free(idx); free(slot); free(y); free(r); free(out); free(dw0); free(dy0);
+    free(dw); free(dy); free(in[0]); free(in[1]); free(rd); free(c.out); free(gw); free(gy);
+}
+
+static void t_moe_gather(void) {
+    moe_ctx c = {0};
+    c.M = 10; c.C = 7;
+    int rows[4] = {1, 4, 5, 9}, off[2] = {0, 4};
+    c.slot = rows; c.off = off;
+    size_t nx = (size_t)c.M * c.C, ne = 4 * (size_t)c.C;
+    float *x = frand(nx, 1), *r = frand(ne, 1), *xe = fzeros(ne), *dx0 = frand(nx, 1), *dx = malloc(nx * 4);
+    memcpy(dx, dx0, nx * 4);
+    double *in[1] = {to_d(x, nx)}, *rd = to_d(r, ne);
+    c.r = rd; c.out = malloc(ne * sizeof(double));
+    k_moe_gather_fwd(xe, x, rows, 4, c.C);
+    l_gather(&c, in);
+    check_fwd("moe_gather", xe, c.out, ne);
+    k_moe_gather_bwd(dx, r, rows, 4, c.C);
+    double *gx = numgrad(l_gather, &c, in, 0, nx);
+    check_grad("moe_gather dx", dx, dx0, gx, nx);
+    free(x); free(r); free(xe); free(dx0); free(dx); free(in[0]); free(rd); free(c.out); free(gx);
+}
+
 /* AdamW against the torch formula in double, over 3 steps */
 static void t_adamw(void) {
     size_t n = 50;
@@ -430,6 +588,9 @@ int main(void) {
     RUN(t_add);
     RUN(t_embed);
     RUN(t_xent);
+    RUN(t_moe_route);
+    RUN(t_moe_combine);
+    RUN(t_moe_gather);
     RUN(t_adamw);
     return test_summary();
 }
