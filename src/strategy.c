@@ -334,10 +334,15 @@ static void from_sim(ssi_strategy_result *r, ssi_sim_result *sr, uint64_t budget
     r->stall_s = sr->stall_s;
     r->tokens_per_s = sr->iter_s > 0 ? (double)tokens / sr->iter_s : 0;
     r->fits = 1;
-    if (sr->peak_bytes > budget || sr->oom) {
+    if (sr->peak_bytes > budget) {
         r->fits = 0;
         ssi_fmt(r->why, sizeof r->why, "peak %.2f GiB exceeds the budget %.2f GiB",
                 (double)sr->peak_bytes / GIB, (double)budget / GIB);
+    } else if (sr->oom) {
+        r->fits = 0;
+        ssi_fmt(r->why, sizeof r->why, "the allocator could not place a block at op %u within the budget "
+                "%.2f GiB (peak %.2f GiB: its segments are fragmented)", sr->oom_op, (double)budget / GIB,
+                (double)sr->peak_bytes / GIB);
     } else if (host_cap && sr->host_bytes > host_cap) {
         r->fits = 0;
         ssi_fmt(r->why, sizeof r->why, "host memory %.2f GiB exceeds the cap %.2f GiB",
@@ -604,7 +609,7 @@ static double now_s(void) {
 }
 
 ss_status ssi_strategy_sweep(const ssi_workload_config *wc, const ssi_strategy_env *env, int axis,
-                             double min_speed, uint32_t curve_points, ssi_sweep_result *out,
+                             unsigned mask, double min_speed, uint32_t curve_points, ssi_sweep_result *out,
                              char *err, size_t err_len) {
     if (!wc || !out) return SS_ERR_INVALID;
     memset(out, 0, sizeof *out);
@@ -637,6 +642,7 @@ ss_status ssi_strategy_sweep(const ssi_workload_config *wc, const ssi_strategy_e
         b0->multiple = 1.0;
     }
     for (int k = 1; k < SSI_STRAT_COUNT; k++) {
+        if (!(mask & (1u << k))) continue;
         if ((st = search(&s, k, k0, &out->best[k]))) goto fail;
         if (out->best[k].found && b0->found) out->best[k].multiple = (double)out->best[k].value / b0->value;
     }
@@ -660,8 +666,9 @@ ss_status ssi_strategy_sweep(const ssi_workload_config *wc, const ssi_strategy_e
             ssi_workload_config c;
             ssi_strategy_result res[SSI_STRAT_COUNT];
             ssi_sweep_apply(wc, axis, kv * s.step, &c);
-            if ((st = ssi_strategy_eval(&c, env, SSI_STRAT_ALL, 0, res, err, err_len))) goto fail;
-            out->evals += SSI_STRAT_COUNT;
+            unsigned m = mask | (1u << SSI_STRAT_NONE);
+            if ((st = ssi_strategy_eval(&c, env, m, 0, res, err, err_len))) goto fail;
+            for (int k = 0; k < SSI_STRAT_COUNT; k++) out->evals += (m >> k) & 1u;
             out->values[np] = kv * s.step;
             for (int k = 0; k < SSI_STRAT_COUNT; k++) {
                 int ok = res[k].fits && (k == SSI_STRAT_NONE || !(s.min_tps > 0) || res[k].tokens_per_s >= s.min_tps);

@@ -169,9 +169,11 @@ void ssi_sweep_result_free(ssi_sweep_result *r);
  * assumes that fitting is monotone in the value (more tokens or a wider model never need less
  * memory) and says nothing about values it did not evaluate. curve_points > 0 also evaluates
  * every strategy at that many evenly spaced values from the smallest step to the largest value
- * found (for the plot). Errors as ssi_strategy_eval. */
+ * found (for the plot). mask (SSI_STRAT_ALL, or bits 1u << kind) says which strategies to search;
+ * NONE is always searched (it is the reference); the others' best[] stay found = 0.
+ * Errors as ssi_strategy_eval. */
 ss_status ssi_strategy_sweep(const ssi_workload_config *wc, const ssi_strategy_env *env, int axis,
-                             double min_speed, uint32_t curve_points, ssi_sweep_result *out,
+                             unsigned mask, double min_speed, uint32_t curve_points, ssi_sweep_result *out,
                              char *err, size_t err_len);
 
 #endif /* SS_STRATEGY_H */

@@ -492,7 +492,7 @@ int cmd_simulate(int argc, char **argv) {
 
     if (axis >= 0) {
         ssi_sweep_result s;
-        ss_status st = ssi_strategy_sweep(&c, &env, axis, min_speed, plot ? points : 0, &s, err, sizeof err);
+        ss_status st = ssi_strategy_sweep(&c, &env, axis, SSI_STRAT_ALL, min_speed, plot ? points : 0, &s, err, sizeof err);
         if (st) {
             cli_error(C, st == SS_ERR_INVALID ? HINT : NULL, "%s", err);
             return st == SS_ERR_INVALID ? 2 : 1;

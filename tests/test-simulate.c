@@ -1,0 +1,459 @@
+/* test-simulate.c: the four strategies of strategy.h and `smartswap simulate` (issue 6):
+ *  - no saving's largest sequence and batch match the closed-form activation formula
+ *    (research/trainer-workload.md §5: s*b*(12h + 4h_kv + 8i) bytes per layer in bf16 with flash
+ *    attention, + 4a of log-sum-exp, + the logits terms and static state as workload.c models them)
+ *    within 2 %;
+ *  - full recomputation adds exactly one forward pass of the layers (seconds and FLOPs, checked
+ *    against the profile and against the closed-form FLOP count);
+ *  - no strategy's step is shorter than its copies at the link bandwidth, and offload hides none;
+ *  - the sweep's answers are consistent (multiples, limits, min-speed);
+ *  - the CLI (SS_CLI, set by `make test`) prints all four strategies with multiples, step times and
+ *    host memory for llama-2-7b on h200 (--sweep seq / batch --json), draws a PNG, and rejects bad
+ *    flags with exit status 2.
+ */
+#include "strategy.h"
+#include "test.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <unistd.h>
+
+static void env_h200(ssi_strategy_env *env) { ssi_strategy_env_from_preset(ssi_preset_find("h200"), env); }
+
+static void model(ssi_workload_config *c, const char *name, uint32_t batch, uint32_t seq) {
+    ssi_workload_default(c);
+    CHECK_OK(ssi_workload_preset(c, name));
+    c->batch = batch;
+    c->seq = seq;
+}
+
+/* Bytes per token of the no-saving peak (at cross_entropy / cross_entropy_bwd) for a dense llama
+ * in bf16 with flash attention: every layer's saved activations s*b*(12h + 4h_kv + 8i) + the
+ * f32 log-sum-exp 4a, the last layer's output and the final norm's output (2h each), tokens and
+ * targets (8 each), and the logits terms: f32 probabilities 4V plus the bf16 logits or their
+ * gradient 2V. */
+static double per_token_formula(const ssi_workload_config *c) {
+    double h = c->hidden, hkv = (double)c->hidden / c->heads * c->kv_heads, i = c->ffn, a = c->heads;
+    return c->layers * (12 * h + 4 * hkv + 8 * i + 4 * a) + 4 * h + 16 + 6.0 * c->vocab;
+}
+
+static double static_formula(const ssi_workload_config *c) {
+    ssi_workload_params P;
+    ssi_workload_count_params(c, &P);
+    return P.total * 16;   /* bf16 weights and gradients, fp32 master and two Adam moments */
+}
+
+/* ---- one configuration ------------------------------------------------------------------- */
+
+static void t_eval_llama7b(void) {
+    ssi_workload_config c;
+    model(&c, "llama-2-7b", 4, 4096);
+    ssi_strategy_env env;
+    env_h200(&env);
+    ssi_strategy_result r[SSI_STRAT_COUNT];
+    char err[256] = "";
+    CHECK_OK(ssi_strategy_eval(&c, &env, SSI_STRAT_ALL, 1, r, err, sizeof err));
+    for (int k = 0; k < SSI_STRAT_COUNT; k++) {
+        CHECK(r[k].evaluated && r[k].kind == k);
+        CHECK(r[k].iter_s > 0 && r[k].tokens_per_s > 0 && r[k].peak_bytes > 0);
+        CHECK_EQ_U64(r[k].tokens, 4 * 4096);
+        CHECK_NEAR(r[k].tokens_per_s, 4 * 4096 / r[k].iter_s, 1e-6 * r[k].tokens_per_s);
+        CHECK(r[k].npoints > 0 && r[k].t && r[k].mem);
+        CHECK(r[k].fits == (r[k].why[0] == 0));
+    }
+    /* 178 GiB of demand on a 140 GiB device: no saving does not fit and says so */
+    CHECK(!r[SSI_STRAT_NONE].fits);
+    CHECK(strstr(r[SSI_STRAT_NONE].why, "exceeds the budget") != NULL);
+    CHECK(r[SSI_STRAT_RECOMPUTE].fits && r[SSI_STRAT_OFFLOAD].fits && r[SSI_STRAT_SMARTSWAP].fits);
+    CHECK(r[SSI_STRAT_NONE].host_bytes == 0 && r[SSI_STRAT_RECOMPUTE].host_bytes == 0);
+    CHECK(r[SSI_STRAT_OFFLOAD].host_bytes > 0 && r[SSI_STRAT_SMARTSWAP].host_bytes > 0);
+    for (int k = 1; k < SSI_STRAT_COUNT; k++) CHECK(r[k].peak_bytes <= env.budget_bytes);
+    /* smartswap swaps less than offload and is faster; no saving is the fastest */
+    CHECK(r[SSI_STRAT_SMARTSWAP].d2h_bytes < r[SSI_STRAT_OFFLOAD].d2h_bytes);
+    CHECK(r[SSI_STRAT_SMARTSWAP].iter_s < r[SSI_STRAT_OFFLOAD].iter_s);
+    for (int k = 1; k < SSI_STRAT_COUNT; k++) CHECK(r[k].iter_s >= r[SSI_STRAT_NONE].iter_s);
+    /* the timeline ends at the peak's scale */
+    uint64_t mx = 0;
+    for (uint32_t i = 0; i < r[SSI_STRAT_OFFLOAD].npoints; i++)
+        if (r[SSI_STRAT_OFFLOAD].mem[i] > mx) mx = r[SSI_STRAT_OFFLOAD].mem[i];
+    CHECK_EQ_U64(mx, r[SSI_STRAT_OFFLOAD].peak_bytes);
+    for (int k = 0; k < SSI_STRAT_COUNT; k++) ssi_strategy_result_free(&r[k]);
+}
+
+/* ---- recomputation ------------------------------------------------------------------------ */
+
+static void t_recompute_extra_forward(void) {
+    static const char *const models[] = {"llama-3.2-1b", "llama-2-7b", "gpt2-124m"};
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        ssi_workload_config c;
+        model(&c, models[m], 2, 1024);
+        ssi_strategy_env env;
+        env_h200(&env);
+        c.device_flops = env.flops_per_s;
+        c.device_bw = env.mem_bps;
+        /* independent count: the forward operators from the first layer's attn_norm to final_norm */
+        ss_profile *p;
+        char err[256] = "";
+        CHECK_OK(ssi_workload_generate(&c, &p, NULL, err, sizeof err));
+        double fwd_s = 0, fwd_flops = 0;
+        int in = 0;
+        for (uint32_t i = 0; i < p->nops; i++) {
+            const char *nm = p->names[p->ops[i].name];
+            if (!strcmp(nm, "attn_norm") && p->ops[i].phase == SS_PHASE_FWD) in = 1;
+            if (!strcmp(nm, "final_norm")) in = 0;
+            if (in) { fwd_s += p->ops[i].seconds; fwd_flops += p->ops[i].flops; }
+        }
+        ssi_profile_free(p);
+        ssi_strategy_result r[SSI_STRAT_COUNT];
+        CHECK_OK(ssi_strategy_eval(&c, &env, (1u << SSI_STRAT_NONE) | (1u << SSI_STRAT_RECOMPUTE), 0, r, err, sizeof err));
+        const ssi_strategy_result *n = &r[SSI_STRAT_NONE], *x = &r[SSI_STRAT_RECOMPUTE];
+        CHECK_MSG(fabs(x->extra_compute_s - fwd_s) <= 1e-9 * fwd_s, "%s: extra %.9g s, forward %.9g s", models[m],
+                  x->extra_compute_s, fwd_s);
+        CHECK_NEAR(x->extra_flops, fwd_flops, 1e-9 * fwd_flops);
+        CHECK_NEAR(x->compute_s - n->compute_s, fwd_s, 1e-9 * n->compute_s);
+        CHECK_NEAR(x->iter_s, n->iter_s + fwd_s, 1e-9 * n->iter_s);   /* no copies, no stalls */
+        CHECK(x->d2h_bytes == 0 && x->h2d_bytes == 0 && x->host_bytes == 0);
+        CHECK(x->peak_bytes < n->peak_bytes);
+        /* closed form (llama): per layer 2T(2h^2 + 2h*h_kv + 3hi) for the products + 2bs^2h for flash
+         * attention, elementwise ops a few FLOPs per element: within 1 % */
+        if (c.arch == SSI_WORKLOAD_LLAMA) {
+            double T = (double)c.batch * c.seq, h = c.hidden, hkv = h / c.heads * c.kv_heads, i = c.ffn;
+            double want = c.layers * (2 * T * (2 * h * h + 2 * h * hkv + 3 * h * i) + 2.0 * c.batch * c.seq * (double)c.seq * h);
+            CHECK_MSG(fabs(x->extra_flops - want) <= 0.01 * want, "%s: %.6g vs %.6g FLOPs", models[m], x->extra_flops, want);
+        }
+    }
+}
+
+/* What recomputation keeps through the forward: each layer's input and the tensors outside the
+ * layers; the rest is re-created by the rerun. Checked on the rewritten profile's levels. */
+static void t_recompute_profile_memory(void) {
+    ssi_workload_config c;
+    model(&c, "llama-3.2-1b", 2, 1024);
+    ss_profile *p, *q;
+    ssi_workload_info info;
+    char err[256] = "";
+    CHECK_OK(ssi_workload_generate(&c, &p, &info, err, sizeof err));
+    double xs = 0, xf = 0;
+    CHECK_OK(ssi_strategy_recompute_profile(p, &info, &q, &xs, &xf, err, sizeof err));
+    /* one rerun op per forward layer op */
+    uint32_t fwd_layer_ops = 0;
+    int in = 0;
+    for (uint32_t i = 0; i < p->nops; i++) {
+        const char *nm = p->names[p->ops[i].name];
+        if (!strcmp(nm, "attn_norm") && p->ops[i].phase == SS_PHASE_FWD) in = 1;
+        if (!strcmp(nm, "final_norm")) in = 0;
+        fwd_layer_ops += (uint32_t)in;
+    }
+    CHECK_EQ_U64(q->nops, p->nops + fwd_layer_ops);
+    CHECK_OK(ssi_profile_check(q, err, sizeof err));
+    /* at the end of the forward (cross_entropy) the layers hold only their inputs: L * T * 2h */
+    uint32_t ce = SS_NONE, ce0 = SS_NONE;
+    for (uint32_t i = 0; i < q->nops; i++)
+        if (!strcmp(q->names[q->ops[i].name], "cross_entropy")) ce = i;
+    for (uint32_t i = 0; i < p->nops; i++)
+        if (!strcmp(p->names[p->ops[i].name], "cross_entropy")) ce0 = i;
+    CHECK(ce != SS_NONE && ce0 != SS_NONE);
+    double T = (double)c.batch * c.seq, h = c.hidden;
+    double act_q = (double)(q->ops[ce].mem_after - q->base_bytes);
+    double act_p = (double)(p->ops[ce0].mem_after - p->base_bytes);
+    double outside = act_p - c.layers * T * (12 * h + 4 * (h / c.heads * c.kv_heads) + 8.0 * c.ffn + 4.0 * c.heads);
+    CHECK_NEAR(act_q, outside + c.layers * T * 2 * h, 1e-6 * act_p);
+    ssi_profile_free(q);
+    /* no layer structure: a clear error */
+    info.layer[0] = 3;
+    for (uint32_t t = 0; t < info.ntensors; t++) info.layer[t] = -1;
+    CHECK_STATUS(ssi_strategy_recompute_profile(p, &info, &q, NULL, NULL, err, sizeof err), SS_ERR_INVALID);
+    CHECK(strstr(err, "layers") != NULL);
+    ssi_workload_info_free(&info);
+    ssi_profile_free(p);
+}
+
+/* ---- copies and the link ----------------------------------------------------------------- */
+
+static void t_copies_bound_step_time(void) {
+    static const struct { const char *m; uint32_t b, s; const char *dev; } cases[] = {
+        {"llama-2-7b", 1, 4096, "h200"}, {"llama-2-7b", 8, 4096, "h200"}, {"llama-3.2-1b", 24, 2048, "h200"},
+        {"llama-3.2-1b", 8, 4096, "a100-80g"}, {"llama-2-7b", 1, 16384, "h100"}};
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        ssi_workload_config c;
+        model(&c, cases[q].m, cases[q].b, cases[q].s);
+        ssi_strategy_env env;
+        ssi_strategy_env_from_preset(ssi_preset_find(cases[q].dev), &env);
+        ssi_strategy_result r[SSI_STRAT_COUNT];
+        char err[256] = "";
+        CHECK_OK(ssi_strategy_eval(&c, &env, SSI_STRAT_ALL, 0, r, err, sizeof err));
+        for (int k = 0; k < SSI_STRAT_COUNT; k++) {
+            double t_out = (double)r[k].d2h_bytes / env.d2h_bps, t_in = (double)r[k].h2d_bytes / env.h2d_bps;
+            CHECK_MSG(r[k].iter_s >= t_out * (1 - 1e-12) && r[k].iter_s >= t_in * (1 - 1e-12),
+                      "%s b=%u s=%u %s: step %.6g s, copies out %.6g s, in %.6g s", cases[q].m, cases[q].b, cases[q].s,
+                      ssi_strategy_name(k), r[k].iter_s, t_out, t_in);
+            CHECK(r[k].iter_s >= r[k].compute_s);
+            CHECK_NEAR(r[k].iter_s, r[k].compute_s + r[k].stall_s, 1e-9 * r[k].iter_s);
+        }
+        /* save_on_cpu hides nothing: every copy adds to the step */
+        const ssi_strategy_result *o = &r[SSI_STRAT_OFFLOAD];
+        double serial = o->compute_s + (double)o->d2h_bytes / env.d2h_bps + (double)o->h2d_bytes / env.h2d_bps;
+        CHECK_MSG(o->iter_s >= serial * (1 - 1e-9), "%s: offload step %.6g < compute + copies %.6g", cases[q].m,
+                  o->iter_s, serial);
+        CHECK(o->d2h_bytes == o->h2d_bytes && o->d2h_bytes > 0);
+        /* offload moves every saved tensor with a backward use: at least the layers' activations */
+        double T = (double)c.batch * c.seq, h = c.hidden;
+        CHECK(o->d2h_bytes >= c.layers * T * (12 * h + 8.0 * c.ffn));
+    }
+}
+
+/* ---- sweeps --------------------------------------------------------------------------------- */
+
+static void check_sweep_consistency(const ssi_sweep_result *s, const ssi_strategy_env *env) {
+    CHECK(s->best[SSI_STRAT_NONE].found);
+    CHECK_NEAR(s->best[SSI_STRAT_NONE].multiple, 1.0, 0);
+    for (int k = 0; k < SSI_STRAT_COUNT; k++) {
+        const ssi_sweep_best *b = &s->best[k];
+        if (!b->found) continue;
+        CHECK(b->r.fits);
+        CHECK(b->r.peak_bytes <= env->budget_bytes);
+        CHECK(!env->host_cap_bytes || b->r.host_bytes <= env->host_cap_bytes);
+        CHECK(b->r.iter_s > 0 && b->r.tokens_per_s > 0);
+        CHECK_NEAR(b->multiple, (double)b->value / s->best[SSI_STRAT_NONE].value, 1e-12);
+        CHECK(b->value >= s->best[SSI_STRAT_NONE].value);   /* every strategy trains what no saving trains */
+    }
+}
+
+static void t_sweep_seq_formula(void) {
+    ssi_workload_config c;
+    model(&c, "llama-2-7b", 1, 2048);
+    ssi_strategy_env env;
+    env_h200(&env);
+    ssi_sweep_result s;
+    char err[256] = "";
+    /* smartswap's seq sweep of this model is the CLI test's (t_cli); here the others */
+    unsigned mask = (1u << SSI_STRAT_NONE) | (1u << SSI_STRAT_RECOMPUTE) | (1u << SSI_STRAT_OFFLOAD);
+    CHECK_OK(ssi_strategy_sweep(&c, &env, SSI_SWEEP_SEQ, mask, 0, 0, &s, err, sizeof err));
+    CHECK(!s.best[SSI_STRAT_SMARTSWAP].found);
+    check_sweep_consistency(&s, &env);
+    double want = ((double)env.budget_bytes - static_formula(&c)) / per_token_formula(&c);
+    double got = s.best[SSI_STRAT_NONE].value;
+    CHECK_MSG(fabs(got - want) <= 0.02 * want, "no saving: seq %.0f, formula %.1f (%.2f %%)", got, want,
+              100 * (got - want) / want);
+    /* at the formula's size + 2 %, no saving does not fit */
+    ssi_workload_config c2 = c;
+    c2.seq = (uint32_t)(want * 1.02) + 1;
+    ssi_strategy_result r[SSI_STRAT_COUNT];
+    CHECK_OK(ssi_strategy_eval(&c2, &env, 1u << SSI_STRAT_NONE, 0, r, err, sizeof err));
+    CHECK(!r[SSI_STRAT_NONE].fits);
+    /* swapping and recomputing reach further than no saving */
+    for (int k = 1; k < SSI_STRAT_SMARTSWAP; k++) CHECK(s.best[k].found && s.best[k].multiple > 2);
+    CHECK(s.evals > 0 && s.evals < 400);
+    ssi_sweep_result_free(&s);
+}
+
+static void t_sweep_batch_formula_and_min_speed(void) {
+    ssi_workload_config c;
+    model(&c, "llama-3.2-1b", 1, 1024);
+    ssi_strategy_env env;
+    env_h200(&env);
+    ssi_sweep_result s;
+    char err[256] = "";
+    CHECK_OK(ssi_strategy_sweep(&c, &env, SSI_SWEEP_BATCH, SSI_STRAT_ALL, 0, 6, &s, err, sizeof err));
+    check_sweep_consistency(&s, &env);
+    double want = ((double)env.budget_bytes - static_formula(&c)) / per_token_formula(&c) / c.seq;
+    double got = s.best[SSI_STRAT_NONE].value;
+    CHECK_MSG(fabs(got - floor(want)) <= 0.02 * want, "no saving: batch %.0f, formula %.2f", got, want);
+    /* the curve: values ascending, no saving's tokens/s only where it fits */
+    CHECK(s.npoints >= 2 && s.npoints <= 6);
+    for (uint32_t i = 0; i < s.npoints; i++) {
+        if (i) CHECK(s.values[i] > s.values[i - 1]);
+        CHECK((s.tps[SSI_STRAT_NONE][i] > 0) == (s.values[i] <= s.best[SSI_STRAT_NONE].value));
+    }
+    /* a larger budget than the device is refused nowhere; a smaller one shrinks every answer */
+    ssi_strategy_env small = env;
+    small.budget_bytes = env.budget_bytes - (10ull << 30);
+    ssi_sweep_result s2;
+    CHECK_OK(ssi_strategy_sweep(&c, &small, SSI_SWEEP_BATCH, SSI_STRAT_ALL, 0, 0, &s2, err, sizeof err));
+    check_sweep_consistency(&s2, &small);
+    for (int k = 0; k < SSI_STRAT_COUNT; k++) CHECK(s2.best[k].value <= s.best[k].value);
+    ssi_sweep_result_free(&s2);
+    /* --min-speed: every answer keeps that share of no saving's tokens/s; offload (a third) goes */
+    ssi_sweep_result s3;
+    CHECK_OK(ssi_strategy_sweep(&c, &env, SSI_SWEEP_BATCH, SSI_STRAT_ALL, 0.6, 0, &s3, err, sizeof err));
+    CHECK_NEAR(s3.ref_tokens_per_s, s.ref_tokens_per_s, 1e-9 * s.ref_tokens_per_s);
+    for (int k = 1; k < SSI_STRAT_COUNT; k++)
+        if (s3.best[k].found) CHECK(s3.best[k].r.tokens_per_s >= 0.6 * s3.ref_tokens_per_s);
+    CHECK(!s3.best[SSI_STRAT_OFFLOAD].found || s3.best[SSI_STRAT_OFFLOAD].value < s.best[SSI_STRAT_OFFLOAD].value);
+    CHECK(s.best[SSI_STRAT_OFFLOAD].r.tokens_per_s < 0.6 * s.ref_tokens_per_s);   /* the control */
+    ssi_sweep_result_free(&s3);
+    ssi_sweep_result_free(&s);
+}
+
+static void t_sweep_hidden(void) {
+    ssi_workload_config c;
+    model(&c, "llama-3.2-1b", 4, 4096);
+    ssi_strategy_env env;
+    env_h200(&env);
+    ssi_sweep_result s;
+    char err[256] = "";
+    CHECK_OK(ssi_strategy_sweep(&c, &env, SSI_SWEEP_HIDDEN, SSI_STRAT_ALL, 0, 0, &s, err, sizeof err));
+    check_sweep_consistency(&s, &env);
+    for (int k = 0; k < SSI_STRAT_COUNT; k++)
+        if (s.best[k].found) CHECK(s.best[k].value % c.heads == 0);
+    /* the next step up does not fit for no saving */
+    ssi_workload_config c2;
+    ssi_sweep_apply(&c, SSI_SWEEP_HIDDEN, s.best[SSI_STRAT_NONE].value + c.heads, &c2);
+    CHECK(c2.ffn > c.ffn);
+    ssi_strategy_result r[SSI_STRAT_COUNT];
+    CHECK_OK(ssi_strategy_eval(&c2, &env, 1u << SSI_STRAT_NONE, 0, r, err, sizeof err));
+    CHECK(!r[SSI_STRAT_NONE].fits);
+    ssi_sweep_result_free(&s);
+}
+
+static void t_errors(void) {
+    ssi_workload_config c;
+    model(&c, "llama-2-7b", 1, 1024);
+    ssi_strategy_env env;
+    env_h200(&env);
+    ssi_strategy_result r[SSI_STRAT_COUNT];
+    char err[256] = "";
+    ssi_strategy_env bad = env;
+    bad.d2h_bps = 0;
+    CHECK_STATUS(ssi_strategy_eval(&c, &bad, SSI_STRAT_ALL, 0, r, err, sizeof err), SS_ERR_INVALID);
+    CHECK(err[0] != 0);
+    c.hidden = 4095;
+    CHECK_STATUS(ssi_strategy_eval(&c, &env, SSI_STRAT_ALL, 0, r, err, sizeof err), SS_ERR_INVALID);
+    CHECK(strstr(err, "hidden") != NULL);
+    model(&c, "llama-2-7b", 1, 1024);
+    ssi_sweep_result s;
+    CHECK_STATUS(ssi_strategy_sweep(&c, &env, 7, SSI_STRAT_ALL, 0, 0, &s, err, sizeof err), SS_ERR_INVALID);
+    CHECK_STATUS(ssi_strategy_sweep(&c, &env, SSI_SWEEP_SEQ, SSI_STRAT_ALL, -1, 0, &s, err, sizeof err), SS_ERR_INVALID);
+    CHECK(ssi_sweep_axis_from_name("seq") == SSI_SWEEP_SEQ && ssi_sweep_axis_from_name("width") == -1);
+    /* a model whose static state alone exceeds the device: nothing trains, nothing crashes */
+    model(&c, "llama-2-13b", 1, 1024);
+    ssi_strategy_env h100;
+    ssi_strategy_env_from_preset(ssi_preset_find("h100"), &h100);
+    CHECK_OK(ssi_strategy_sweep(&c, &h100, SSI_SWEEP_BATCH, SSI_STRAT_ALL, 0, 0, &s, err, sizeof err));
+    for (int k = 0; k < SSI_STRAT_COUNT; k++) CHECK(!s.best[k].found);
+    ssi_sweep_result_free(&s);
+    CHECK_OK(ssi_strategy_eval(&c, &h100, SSI_STRAT_ALL, 0, r, err, sizeof err));
+    for (int k = 0; k < SSI_STRAT_COUNT; k++) CHECK(!r[k].fits && r[k].why[0]);
+    CHECK(r[SSI_STRAT_SMARTSWAP].prechecked);
+}
+
+/* ---- the command line ------------------------------------------------------------------------ */
+
+/* Runs `$SS_CLI args` and returns its stdout (malloc'ed) and exit status. */
+static char *run_cli(const char *args, int *status) {
+    const char *cli = getenv("SS_CLI");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", cli, args);
+    FILE *f = popen(cmd, "r");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) { free(buf); buf = NULL; break; }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    if (buf) buf[n] = 0;
+    int ws = pclose(f);
+    *status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+    return buf;
+}
+
+static void check_cli_sweep(const char *axis) {
+    char args[256];
+    snprintf(args, sizeof args, "simulate --model llama-2-7b --device h200 --sweep %s --json", axis);
+    int status;
+    char *out = run_cli(args, &status);
+    CHECK(out != NULL);
+    if (!out) return;
+    CHECK_EQ_INT(status, 0);
+    cJSON *o = cJSON_Parse(out);
+    CHECK_MSG(o != NULL, "%s: not JSON: %.200s", axis, out);
+    free(out);
+    if (!o) return;
+    CHECK(cJSON_IsString(cJSON_GetObjectItem(o, "sweep")) && !strcmp(cJSON_GetObjectItem(o, "sweep")->valuestring, axis));
+    CHECK(cJSON_GetObjectItem(o, "host_cap_bytes")->valuedouble > 0);
+    cJSON *arr = cJSON_GetObjectItem(o, "strategies");
+    CHECK_EQ_INT(cJSON_GetArraySize(arr), SSI_STRAT_COUNT);
+    double none_value = 0;
+    for (int k = 0; k < cJSON_GetArraySize(arr); k++) {
+        cJSON *x = cJSON_GetArrayItem(arr, k);
+        cJSON *name = cJSON_GetObjectItem(x, "name");
+        CHECK(cJSON_IsString(name) && !strcmp(name->valuestring, ssi_strategy_name(k)));
+        CHECK(cJSON_IsTrue(cJSON_GetObjectItem(x, "found")));
+        double mult = cJSON_GetNumberValue(cJSON_GetObjectItem(x, "multiple"));
+        double value = cJSON_GetNumberValue(cJSON_GetObjectItem(x, "value"));
+        double iter = cJSON_GetNumberValue(cJSON_GetObjectItem(x, "iter_s"));
+        double tps = cJSON_GetNumberValue(cJSON_GetObjectItem(x, "tokens_per_s"));
+        double host = cJSON_GetNumberValue(cJSON_GetObjectItem(x, "host_bytes"));
+        CHECK(cJSON_IsNumber(cJSON_GetObjectItem(x, "host_bytes")) && cJSON_IsNumber(cJSON_GetObjectItem(x, "stall_s")));
+        if (k == 0) { none_value = value; CHECK(mult == 1.0 && host == 0); }
+        else CHECK(mult >= 1.0 && fabs(mult - value / none_value) < 1e-9);
+        CHECK(iter > 0 && tps > 0 && value >= 1);
+        if (k == SSI_STRAT_OFFLOAD || k == SSI_STRAT_SMARTSWAP) CHECK(host > 0);
+    }
+    cJSON_Delete(o);
+}
+
+static void t_cli(void) {
+    const char *cli = getenv("SS_CLI");
+    if (!cli || access(cli, X_OK)) TEST_SKIP("SS_CLI is not set to the built smartswap (make test sets it)");
+    check_cli_sweep("seq");
+    check_cli_sweep("batch");
+    int status;
+    /* the table: four strategies, no saving does not fit and says so */
+    char *out = run_cli("simulate --model llama-2-7b --device h200 --batch 4 --seq 4096", &status);
+    CHECK(out && status == 0);
+    if (out) {
+        CHECK(strstr(out, "no saving") && strstr(out, "full recompute") && strstr(out, "save_on_cpu") && strstr(out, "smartswap"));
+        CHECK(strstr(out, "no saving does not fit") != NULL);
+        free(out);
+    }
+    /* the plot (gnuplot may be missing: then the command fails with a clear error) */
+    char png[] = "/tmp/test-simulate-XXXXXX.png";
+    int fd = mkstemps(png, 4);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        close(fd);
+        char args[300];
+        snprintf(args, sizeof args, "simulate --model llama-3.2-1b --batch 8 --seq 2048 --plot %s", png);
+        out = run_cli(args, &status);
+        free(out);
+        if (access("/usr/bin/gnuplot", X_OK) == 0) {
+            CHECK_EQ_INT(status, 0);
+            FILE *f = fopen(png, "rb");
+            unsigned char sig[8] = {0};
+            CHECK(f && fread(sig, 1, 8, f) == 8 && sig[0] == 0x89 && sig[1] == 'P' && sig[2] == 'N' && sig[3] == 'G');
+            if (f) fclose(f);
+        }
+        unlink(png);
+    }
+    /* bad usage: exit status 2 */
+    static const char *const bad[] = {"simulate --model no-such-model", "simulate --model llama-2-7b --device tpu",
+                                      "simulate --model llama-2-7b --sweep width", "simulate --model llama-2-7b --plot x.jpg",
+                                      "simulate --model llama-2-7b --budget 1TiB", "simulate --layers 2",
+                                      "simulate --model llama-2-7b --min-speed fast"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        out = run_cli(bad[i], &status);
+        CHECK_MSG(status == 2, "'%s': status %d", bad[i], status);
+        free(out);
+    }
+}
+
+int main(void) {
+    RUN(t_eval_llama7b);
+    RUN(t_recompute_extra_forward);
+    RUN(t_recompute_profile_memory);
+    RUN(t_copies_bound_step_time);
+    RUN(t_sweep_seq_formula);
+    RUN(t_sweep_batch_formula_and_min_speed);
+    RUN(t_sweep_hidden);
+    RUN(t_errors);
+    RUN(t_cli);
+    return test_summary();
+}
