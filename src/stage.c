@@ -345,13 +345,18 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
     case SS_STAGE_STABLE:
         s->withheld = s->cooldown > 0;
         cursor_set(ctx, s->cur, 0);
-        if (!s->withheld && (s->cur < 0 || s->probe_pending)) {
+        if (!s->withheld && (s->cur < 0 || s->probe_pending || s->stale)) {
             record = 1;
             ctx->stats.probes++;
+            if (s->stale && s->cur >= 0) {   /* re-plan the same key: replace the stale plan */
+                s->diverged = 1;
+                s->from_plan = s->cur;
+            }
         } else if (s->cur < 0) {
             s->diverged = 1;
         }
         s->probe_pending = 0;
+        s->stale = 0;
         break;
     default:
         break;
@@ -367,6 +372,10 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
         }
     }
     return SS_OK;
+}
+
+void ssi_stage_mark_stale(ss_ctx_t *ctx) {
+    if (ctx->st.cur >= 0) ctx->st.stale = 1;
 }
 
 /* A divergence noticed at operator count n (hash h): at a checkpoint that did not match, or at

@@ -119,6 +119,7 @@ typedef struct ssi_stage {
     /* the bound on detailed iterations */
     uint32_t    streak, cooldown, cool_len;
     int         probe_pending;
+    int         stale;          /* the executor found the current plan stale (it evicted) */
 } ssi_stage;
 
 ss_status ssi_stage_init(ss_ctx_t *ctx);
@@ -132,6 +133,9 @@ ss_status ssi_stage_check(ss_ctx_t *ctx, uint32_t id, uint64_t site);
 ss_status ssi_stage_save(ss_ctx_t *ctx, uint32_t ord, uint32_t op, const ssi_handle *hd);
 /* Closes the iteration: transitions, cache, plans; fills the stage fields of rep (lock held). */
 ss_status ssi_stage_iter_end(ss_ctx_t *ctx, ss_iter_report *rep);
+/* The executor had to evict under the current plan: the next Stable iteration is recorded in
+ * detail from op 0 and its plan replaces the current one (lock held). */
+void      ssi_stage_mark_stale(ss_ctx_t *ctx);
 /* The current plan (NULL none); lock held or driving thread. */
 const ss_plan *ssi_stage_plan(const ss_ctx_t *ctx);
 
