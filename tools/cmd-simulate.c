@@ -107,7 +107,9 @@ static void print_table(const ssi_workload_config *c, const ssi_device_preset *d
         if (!r[k].fits) {
             if (!any) printf("\n");
             any = 1;
-            printf("%s does not fit: %s (its figures are what it would need)\n", ssi_strategy_title(k), r[k].why);
+            printf("%s does not fit: %s (%s)\n", ssi_strategy_title(k), r[k].why,
+                   r[k].prechecked ? "its figures are those without swaps: no planning was needed to rule it out"
+                                   : "its figures are what it would need");
         }
     printf("\nstall: compute waiting on copies; extra: operators run again (recomputation).\n");
 }
