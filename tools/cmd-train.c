@@ -1,14 +1,19 @@
 /* cmd-train.c: `smartswap train`: trains the reference Llama-style model (gpt/) on byte-level
  * text, in eager mode, on a smartswap device under a memory budget, and reports one
- * fixed-format line per step. The memory modes none and recompute run now; smartswap and
- * offload-all need the executor and say so.
+ * fixed-format line per step. The operator sequence can vary between iterations the way real
+ * training varies it (--seq S1:S2, --moe E:K, --eval-every N, --accum N, the lazily created
+ * optimizer state), and the smartswap context's plans can be kept across runs (--save-plan,
+ * --plan). The memory modes none and recompute run now; smartswap and offload-all need the
+ * executor and say so.
  */
 #include "cli.h"
 #include "data.h"
 #include "kernels.h"
 #include "mem-ss.h"
 #include "model.h"
+#include "smartswap-plans.h"
 #include "tape-ss.h"
+#include "train.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -32,9 +37,13 @@ static void usage(FILE *f) {
             "  --heads A         attention heads; H/A must be even (default 4)\n"
             "  --kv-heads K      key/value heads; A must be a multiple (default 2)\n"
             "  --ffn F           SwiGLU width (default 172)\n"
+            "  --moe E:K         mixture-of-experts MLP: E SwiGLU experts, top-K routing (default: dense)\n"
             "training:\n"
-            "  --seq S           tokens per sequence (default 64)\n"
-            "  --batch B         sequences per step (default 4)\n"
+            "  --seq S|S1:S2     tokens per sequence; S1:S2 draws it per micro-batch from [S1,S2]\n"
+            "                    (seeded; default 64)\n"
+            "  --batch B         sequences per micro-batch (default 4)\n"
+            "  --accum N         micro-batches per optimizer step (gradient accumulation; default 1)\n"
+            "  --eval-every N    a forward-only evaluation iteration after every N steps (default 0: none)\n"
             "  --steps N         optimizer steps (default 20; 0 with --save-weights writes the initial weights)\n"
             "  --lr X            AdamW learning rate (default 3e-3)\n"
             "  --seed N          weights and batches (default 1)\n"
@@ -45,6 +54,9 @@ static void usage(FILE *f) {
             "  --budget SIZE     device bytes for everything the trainer uses: weights, gradients, AdamW\n"
             "                    moments, activations (default: the device's capacity)\n"
             "  --mode MODE       none | recompute | smartswap | offload-all (default none)\n"
+            "  --plan FILE       start from the plans of an earlier run (written by --save-plan): known\n"
+            "                    sequences skip warm-up and profiling\n"
+            "  --save-plan FILE  write the smartswap context's cached plans after the last step\n"
             "output:\n"
             "  --log FILE        one JSON object per step\n"
             "  --save-weights FILE  the weights after the last step (GPTW v1, docs/trainer.md)\n"
@@ -75,19 +87,44 @@ static void clear_progress(void) {
 
 typedef struct flags {
     gpt_config  cfg;
-    long        steps, seed, threads;
+    long        steps, seed, threads, accum, eval_every;
+    int         seq_min;
     double      lr;
-    const char *data, *device, *log, *save;
+    const char *data, *device, *log, *save, *plan_in, *plan_out;
     uint64_t    budget;
     int         mode, quiet;
 } flags;
+
+/* "A:B" with lo <= A <= B <= hi (or a single number A when single is allowed: B = A). */
+static int parse_pair(const char *flag, const char *v, long lo, long hi, int single, long *a, long *b) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end != v && *end == 0 && single) {
+        if (x < lo || x > hi) goto bad;
+        *a = *b = x;
+        return 0;
+    }
+    if (end == v || *end != ':') goto bad;
+    const char *w = end + 1;
+    long y = strtol(w, &end, 10);
+    if (end == w || *end != 0 || x < lo || y < lo || x > hi || y > hi || (single && x > y)) goto bad;
+    *a = x;
+    *b = y;
+    return 0;
+bad:
+    cli_error(CMD, single ? "give S or S1:S2 with 1 <= S1 <= S2" : "give E:K with 1 <= K <= E <= 64",
+              "--%s: bad value '%s'", flag, v);
+    return 1;
+}
 
 /* 0 ok, 2 bad usage (already reported), 3 --help */
 static int parse(int argc, char **argv, flags *fl) {
     gpt_config *c = &fl->cfg;
     *c = gpt_config_default();
-    fl->steps = 20; fl->seed = 1; fl->threads = 0; fl->lr = 3e-3;
+    fl->steps = 20; fl->seed = 1; fl->threads = 0; fl->lr = 3e-3; fl->accum = 1; fl->eval_every = 0;
+    fl->seq_min = 0;
     fl->data = NULL; fl->device = "cpu-sim"; fl->log = NULL; fl->save = NULL;
+    fl->plan_in = NULL; fl->plan_out = NULL;
     fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0;
     for (int i = 1; i < argc;) {
         const char *v;
@@ -96,9 +133,23 @@ static int parse(int argc, char **argv, flags *fl) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 3;
         if (!strcmp(a, "--quiet")) { fl->quiet = 1; i++; continue; }
+        long pa, pb;
+        if ((r = cli_flag(argc, argv, &i, "seq", &v))) {
+            if (r < 0 || parse_pair("seq", v, 1, 1 << 20, 1, &pa, &pb)) return 2;
+            fl->seq_min = (int)pa;
+            c->seq = (int)pb;
+            continue;
+        }
+        if ((r = cli_flag(argc, argv, &i, "moe", &v))) {
+            if (r < 0 || parse_pair("moe", v, 1, 64, 0, &pa, &pb)) return 2;
+            c->moe_experts = (int)pa;
+            c->moe_topk = (int)pb;
+            if (pb > pa) { cli_error(CMD, "K picks among the E experts", "--moe %s: K > E", v); return 2; }
+            continue;
+        }
         struct { const char *name; int *dst; long lo, hi; } ints[] = {
             {"layers", &c->layers, 1, 4096}, {"hidden", &c->hidden, 2, 1 << 16}, {"heads", &c->heads, 1, 4096},
-            {"kv-heads", &c->kv_heads, 1, 4096}, {"ffn", &c->ffn, 1, 1 << 18}, {"seq", &c->seq, 1, 1 << 20},
+            {"kv-heads", &c->kv_heads, 1, 4096}, {"ffn", &c->ffn, 1, 1 << 18},
             {"batch", &c->batch, 1, 1 << 20}};
         int matched = 0;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !matched; k++) {
@@ -114,6 +165,16 @@ static int parse(int argc, char **argv, flags *fl) {
             if (r < 0 || cli_int(CMD, "steps", v, 0, 100000000, &fl->steps)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "seed", &v))) {
             if (r < 0 || cli_int(CMD, "seed", v, 0, 0x7fffffffL, &fl->seed)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "accum", &v))) {
+            if (r < 0 || cli_int(CMD, "accum", v, 1, 1 << 16, &fl->accum)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "eval-every", &v))) {
+            if (r < 0 || cli_int(CMD, "eval-every", v, 0, 100000000, &fl->eval_every)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "plan", &v))) {
+            if (r < 0) return 2;
+            fl->plan_in = v;
+        } else if ((r = cli_flag(argc, argv, &i, "save-plan", &v))) {
+            if (r < 0) return 2;
+            fl->plan_out = v;
         } else if ((r = cli_flag(argc, argv, &i, "threads", &v))) {
             if (r < 0 || cli_int(CMD, "threads", v, 1, 1024, &fl->threads)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "lr", &v))) {
@@ -143,6 +204,11 @@ static int parse(int argc, char **argv, flags *fl) {
             cli_error(CMD, "smartswap train --help lists the flags", "unknown argument '%s'", a);
             return 2;
         }
+    }
+    if (!fl->seq_min) fl->seq_min = c->seq;
+    if (fl->seq_min > c->seq) {
+        cli_error(CMD, "give --seq S1:S2 with S1 <= S2", "--seq: %d > %d", fl->seq_min, c->seq);
+        return 2;
     }
     return 0;
 }
@@ -223,12 +289,24 @@ int cmd_train(int argc, char **argv) {
     gpt_model m;
     int rc = 0;
     FILE *log = NULL;
-    int *tok = malloc(sizeof(int) * c->batch * c->seq), *tgt = malloc(sizeof(int) * c->batch * c->seq);
-    if (!tok || !tgt) { cli_error(CMD, NULL, "out of host memory"); rc = 1; goto out; }
+    gpt_schedule sch = {c->batch, fl.seq_min, c->seq, (int)fl.accum, (int)fl.eval_every, (uint64_t)fl.seed,
+                        (float)fl.lr};
+    gpt_batch_buf bb = {NULL, NULL};
+    if (gpt_batch_buf_init(&bb, &sch)) { cli_error(CMD, NULL, "out of host memory"); rc = 1; goto out; }
     if (gpt_model_init(&m, c, &mem, &hooks, (gpt_mode)fl.mode, (uint64_t)fl.seed)) {
         cli_error(CMD, "raise --budget", "%s", m.errmsg);
         rc = 1;
         goto out_model;
+    }
+    uint32_t plans_loaded = 0;
+    if (fl.plan_in) {
+        ss_status pst = ss_ctx_plans_load(prof.ctx, fl.plan_in, &plans_loaded, err, sizeof err);
+        if (pst) {
+            cli_error(CMD, "pass a file written by smartswap train --save-plan, or drop --plan",
+                      "--plan: %s (%s)", err, ss_status_str(pst));
+            rc = 1;
+            goto out_model;
+        }
     }
     int threads = 1;
 #ifdef _OPENMP
@@ -238,11 +316,20 @@ int cmd_train(int argc, char **argv) {
     printf("  model    layers %d  hidden %d  heads %d  kv-heads %d  head %d  ffn %d  vocab %d  params %llu\n",
            c->layers, c->hidden, c->heads, c->kv_heads, c->hidden / c->heads, c->ffn, c->vocab,
            (unsigned long long)gpt_param_count(c));
-    printf("  batch    %d x %d tokens  steps %ld  lr %g  seed %ld  AdamW(%.2f, %.3f, wd %.2f)\n", c->batch, c->seq,
-           fl.steps, fl.lr, fl.seed, c->beta1, c->beta2, c->weight_decay);
+    if (c->moe_experts)
+        printf("  moe      %d experts, top-%d routing (softmax gate, renormalised top-k weights; idle experts "
+               "run no operator)\n", c->moe_experts, c->moe_topk);
+    if (fl.seq_min < c->seq)
+        printf("  batch    %d x %d..%d tokens (drawn per micro-batch)", c->batch, fl.seq_min, c->seq);
+    else
+        printf("  batch    %d x %d tokens", c->batch, c->seq);
+    printf("  accum %ld  steps %ld  lr %g  seed %ld  AdamW(%.2f, %.3f, wd %.2f, state created at step 1)\n",
+           fl.accum, fl.steps, fl.lr, fl.seed, c->beta1, c->beta2, c->weight_decay);
+    if (fl.eval_every) printf("  eval     forward-only iteration after every %ld steps\n", fl.eval_every);
     printf("  memory   device %s  budget %s  state %s  mode %s  allocator %s\n", fl.device,
            gpt_fmt_bytes(fl.budget, a, sizeof a), gpt_fmt_bytes(state, b, sizeof b), gpt_mode_name((gpt_mode)fl.mode),
            mem.be.name);
+    if (fl.plan_in) printf("  plans    %u loaded from %s\n", plans_loaded, fl.plan_in);
     printf("  data     %s, %zu bytes\n", data.source, data.n);
     printf("  kernels  %s, %d thread%s\n", gpt_kernels_describe(), threads, threads == 1 ? "" : "s");
     fflush(stdout);
@@ -252,53 +339,77 @@ int cmd_train(int argc, char **argv) {
         goto out_model;
     }
     int bar = isatty(2) && !fl.quiet;
-    double t_start = now_s(), t_steady = 0, first_loss = 0, last_loss = 0;
-    uint64_t peak_max = 0, act_peak_max = 0;
-    int steady_n = 0, prof_warned = 0;
-    for (long s = 0; s < fl.steps; s++) {
-        gpt_data_batch(&data, (uint64_t)fl.seed, (int)s, c->batch, c->seq, tok, tgt);
-        double t0 = now_s();
-        float loss;
-        if (gpt_forward_backward(&m, tok, tgt, c->batch, c->seq, (int)s, &loss) || gpt_update(&m, (float)fl.lr)) {
-            if (bar) clear_progress();
-            cli_error(CMD, "raise --budget, or use --mode recompute to keep fewer activations",
-                      "step %ld: %s", s, m.errmsg);
-            rc = 1;
-            goto out_model;
+    double t_start = now_s(), t_steady = 0, first_loss = 0, last_loss = 0, last_eval = 0;
+    uint64_t peak_max = 0, act_peak_max = 0, tok_steady = 0, evals = 0;
+    int steady_n = 0, prof_warned = 0, iter = 0;
+    static const char *const events[] = {"-", "same", "hit", "new", "pending"};
+    long total = fl.steps + (fl.eval_every ? fl.steps / fl.eval_every : 0);
+    for (long s = 0, done = 0; s < fl.steps; s++) {
+        for (int ev = 0; ev < 2; ev++) {
+            if (ev == 1 && !(fl.eval_every && (s + 1) % fl.eval_every == 0)) break;
+            double t0 = now_s();
+            float loss;
+            int e = ev ? gpt_eval_step(&m, &data, &sch, (int)evals, iter, &bb, &loss)
+                       : gpt_train_step(&m, &data, &sch, (int)s, &bb, &loss);
+            iter++;
+            done++;
+            if (e) {
+                if (bar) clear_progress();
+                cli_error(CMD, "raise --budget, or use --mode recompute to keep fewer activations",
+                          "%s %ld: %s", ev ? "evaluation after step" : "step", ev ? s + 1 : s, m.errmsg);
+                rc = 1;
+                goto out_model;
+            }
+            double ms = (now_s() - t0) * 1e3;
+            const char *stage = prof.failed ? "off" : ss_stage_name(prof.last.stage);
+            const char *pev = prof.failed || (unsigned)prof.last.plan_event > 4 ? "-" : events[prof.last.plan_event];
+            if (prof.failed && !prof_warned) {
+                if (bar) clear_progress();
+                fprintf(stderr, "smartswap train: warning: %s\n", prof.err);
+                prof_warned = 1;
+            }
+            double tps = (double)m.stats.tokens / (ms * 1e-3);
+            uint64_t peak = m.stats.peak_bytes;
+            if (peak > peak_max) peak_max = peak;
+            if (m.stats.act_peak_bytes > act_peak_max) act_peak_max = m.stats.act_peak_bytes;
+            if (ev) {
+                evals++;
+                last_eval = loss;
+            } else {
+                if (s == 0) first_loss = loss;
+                else { t_steady += ms; steady_n++; tok_steady += m.stats.tokens; }
+                last_loss = loss;
+            }
+            if (!fl.quiet) {
+                if (bar) clear_progress();
+                if (ev)
+                    printf("eval  %5ld/%ld | loss %.6f | %8.1f ms | %9.0f tok/s | peak %10s | swapped %10s | stage %s | plan %s\n",
+                           s + 1, fl.steps, loss, ms, tps, gpt_fmt_bytes(peak, a, sizeof a), gpt_fmt_bytes(0, d, sizeof d),
+                           stage, pev);
+                else
+                    printf("step  %5ld/%ld | loss %.6f | %8.1f ms | %9.0f tok/s | peak %10s | swapped %10s | stage %s | plan %s\n",
+                           s + 1, fl.steps, loss, ms, tps, gpt_fmt_bytes(peak, a, sizeof a), gpt_fmt_bytes(0, d, sizeof d),
+                           stage, pev);
+                fflush(stdout);
+            }
+            if (log) {
+                fprintf(log, "{\"step\": %ld, \"kind\": \"%s\", \"iter\": %d, \"loss\": %.9g, \"loss_hex\": \"%a\", "
+                             "\"ms\": %.3f, \"tokens\": %llu, \"tokens_per_s\": %.1f, \"micro\": %llu, "
+                             "\"peak_bytes\": %llu, \"act_peak_bytes\": %llu, \"swapped_bytes\": 0, \"stage\": \"%s\", "
+                             "\"mode\": \"%s\", \"ops\": %llu, \"saved_bytes\": %llu, \"experts_run\": %llu, "
+                             "\"experts_idle\": %llu, \"op_hash\": \"%016llx\", \"ss_seq_hash\": \"%016llx\", "
+                             "\"ss_plan_event\": %d}\n",
+                        s + 1, ev ? "eval" : "train", iter - 1, loss, loss, ms, (unsigned long long)m.stats.tokens, tps,
+                        (unsigned long long)m.stats.micro, (unsigned long long)peak,
+                        (unsigned long long)m.stats.act_peak_bytes, stage, gpt_mode_name((gpt_mode)fl.mode),
+                        (unsigned long long)m.stats.ops, (unsigned long long)m.stats.saved_bytes,
+                        (unsigned long long)m.stats.experts_run, (unsigned long long)m.stats.experts_idle,
+                        (unsigned long long)keepp->op_hash, (unsigned long long)prof.last.seq_hash,
+                        (int)prof.last.plan_event);
+                fflush(log);
+            }
+            if (bar) progress((int)done, (int)total, now_s() - t_start);
         }
-        double ms = (now_s() - t0) * 1e3;
-        const char *stage = prof.failed ? "off" : ss_stage_name(prof.last.stage);
-        if (prof.failed && !prof_warned) {
-            if (bar) clear_progress();
-            fprintf(stderr, "smartswap train: warning: %s\n", prof.err);
-            prof_warned = 1;
-        }
-        double tps = c->batch * c->seq / (ms * 1e-3);
-        uint64_t peak = m.stats.peak_bytes > mem.peak ? m.stats.peak_bytes : mem.peak;  /* update included */
-        if (peak > peak_max) peak_max = peak;
-        if (m.stats.act_peak_bytes > act_peak_max) act_peak_max = m.stats.act_peak_bytes;
-        if (s == 0) first_loss = loss;
-        else { t_steady += ms; steady_n++; }
-        last_loss = loss;
-        if (!fl.quiet) {
-            if (bar) clear_progress();
-            printf("step %5ld/%ld | loss %.6f | %8.1f ms | %9.0f tok/s | peak %10s | swapped %10s | stage %s\n",
-                   s + 1, fl.steps, loss, ms, tps, gpt_fmt_bytes(peak, a, sizeof a), gpt_fmt_bytes(0, d, sizeof d),
-                   stage);
-            fflush(stdout);
-        }
-        if (log) {
-            fprintf(log, "{\"step\": %ld, \"loss\": %.9g, \"loss_hex\": \"%a\", \"ms\": %.3f, \"tokens_per_s\": %.1f, "
-                         "\"peak_bytes\": %llu, \"act_peak_bytes\": %llu, \"swapped_bytes\": 0, \"stage\": \"%s\", "
-                         "\"mode\": \"%s\", \"ops\": %llu, \"saved_bytes\": %llu, \"op_hash\": \"%016llx\", "
-                         "\"ss_seq_hash\": \"%016llx\", \"ss_plan_event\": %d}\n",
-                    s + 1, loss, loss, ms, tps, (unsigned long long)peak, (unsigned long long)m.stats.act_peak_bytes,
-                    stage, gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)m.stats.ops,
-                    (unsigned long long)m.stats.saved_bytes, (unsigned long long)keepp->op_hash,
-                    (unsigned long long)prof.last.seq_hash, (int)prof.last.plan_event);
-            fflush(log);
-        }
-        if (bar) progress((int)s + 1, (int)fl.steps, now_s() - t_start);
     }
     if (bar) clear_progress();
     if (fl.save && gpt_save_weights(&m, fl.save)) {
@@ -306,18 +417,37 @@ int cmd_train(int argc, char **argv) {
         rc = 1;
         goto out_model;
     }
+    uint32_t plans_saved = 0;
+    if (fl.plan_out) {
+        ss_status pst = ss_ctx_plans_save(prof.ctx, fl.plan_out, &plans_saved, err, sizeof err);
+        if (pst) {
+            cli_error(CMD, "check the path", "--save-plan: %s (%s)", err, ss_status_str(pst));
+            rc = 1;
+            goto out_model;
+        }
+    }
     {
         ss_alloc_stats as;
         memset(&as, 0, sizeof as);
         ss_alloc_get_stats(gpt_mem_ss_alloc(&mem), &as);
+        ss_ctx_stats cs;
+        memset(&cs, 0, sizeof cs);
+        ss_ctx_get_stats(prof.ctx, &cs);
         double mean = steady_n ? t_steady / steady_n : 0;
         printf("summary: %ld steps in %.2f s | loss %.6f -> %.6f | %.1f ms/step, %.0f tok/s (after step 1)\n", fl.steps,
-               now_s() - t_start, first_loss, last_loss, mean, mean > 0 ? c->batch * c->seq / (mean * 1e-3) : 0);
+               now_s() - t_start, first_loss, last_loss, mean, t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0);
+        if (evals) printf("  %llu evaluation iterations, last eval loss %.6f\n", (unsigned long long)evals, last_eval);
         printf("  device peak %s of %s budget (state %s, activations peak %s; allocator reserved peak %s) | "
                "swapped 0 B | mode %s\n", gpt_fmt_bytes(peak_max, a, sizeof a), gpt_fmt_bytes(fl.budget, b, sizeof b),
                gpt_fmt_bytes(state, d, sizeof d), gpt_fmt_bytes(act_peak_max, err, 32),
                gpt_fmt_bytes(as.peak_reserved_bytes, err + 64, 32), gpt_mode_name((gpt_mode)fl.mode));
-        printf("  per step: %llu operators reported, %llu tensors saved (%s)%s%s\n", (unsigned long long)m.stats.ops,
+        printf("  smartswap context: %llu iterations (%llu warmup, %llu detailed), plans made %llu, cached %llu, "
+               "cache hits %llu, misses %llu%s\n", (unsigned long long)cs.iters, (unsigned long long)cs.iters_warmup,
+               (unsigned long long)cs.detailed_iters, (unsigned long long)cs.plans_made,
+               (unsigned long long)cs.cache_entries, (unsigned long long)cs.cache_hits,
+               (unsigned long long)cs.cache_misses, prof.failed ? " (profiling stopped: see the warning)" : "");
+        if (fl.plan_out) printf("  %u plans written to %s\n", plans_saved, fl.plan_out);
+        printf("  last iteration: %llu operators reported, %llu tensors saved (%s)%s%s\n", (unsigned long long)m.stats.ops,
                (unsigned long long)m.stats.saves, gpt_fmt_bytes(m.stats.saved_bytes, a, sizeof a),
                fl.save ? "; weights written to " : "", fl.save ? fl.save : "");
     }
@@ -328,7 +458,6 @@ out:
     gpt_ssprof_free(&prof);
     gpt_mem_destroy(&mem);
     gpt_data_free(&data);
-    free(tok);
-    free(tgt);
+    gpt_batch_buf_free(&bb);
     return rc;
 }
