@@ -18,11 +18,14 @@
 #include "data.h"
 #include "mem-ss.h"
 #include "model.h"
+#include "smartswap-plans.h"
 #include "tape-ss.h"
 #include "test.h"
+#include "train.h"
 
 #include <math.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -327,6 +330,252 @@ static void t_budget(void) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* varying operator sequences (issue 8)                                                         */
+
+/* Every varying feature on: sequence length drawn per micro-batch, MoE with top-2 of 4,
+ * gradient accumulation over 2 micro-batches, an evaluation iteration every 5 steps, the
+ * optimizer state created at the first update. */
+static gpt_config vary_config(void) {
+    gpt_config c = gpt_config_default();
+    c.layers = 2; c.hidden = 32; c.heads = 4; c.kv_heads = 2; c.ffn = 48;
+    c.seq = 14; c.batch = 2; c.vocab = 256;
+    c.moe_experts = 4; c.moe_topk = 2;
+    return c;
+}
+static gpt_schedule vary_schedule(void) {
+    gpt_schedule s = {2, 12, 14, 2, 5, 77, 1e-2f};
+    return s;
+}
+
+/* A trainer on cpu-sim whose every call is reported to a smartswap context. */
+typedef struct vrun {
+    gpt_mem    mem;
+    gpt_ssprof prof;
+    gpt_model  model;
+    gpt_data   data;
+    gpt_batch_buf bb;
+    int        open;
+} vrun;
+
+static int vr_open(vrun *r, const gpt_config *c, const gpt_schedule *s, gpt_mode mode, uint64_t budget) {
+    char err[256];
+    memset(r, 0, sizeof *r);
+    if (gpt_mem_init_ss(&r->mem, "cpu-sim", NULL, budget, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+    ss_options o = ss_options_default();
+    o.plan_cache_size = 32;
+    if (gpt_ssprof_init(&r->prof, &r->mem, &o)) { fprintf(stderr, "%s\n", r->prof.err); return 1; }
+    gpt_hooks h = gpt_hooks_ssprof(&r->prof);
+    if (gpt_model_init(&r->model, c, &r->mem, &h, mode, GOLDEN_SEED)) { fprintf(stderr, "%s\n", r->model.errmsg); return 1; }
+    gpt_data_from_memory(&r->data, text, sizeof text - 1, "test text", err, sizeof err);
+    if (gpt_batch_buf_init(&r->bb, s)) return 1;
+    r->open = 1;
+    return 0;
+}
+
+static void vr_close(vrun *r) {
+    if (!r->open) return;
+    gpt_model_free(&r->model);
+    gpt_ssprof_free(&r->prof);
+    CHECK_MSG(r->mem.live == 0, "%llu buffers leaked", (unsigned long long)r->mem.live);
+    gpt_mem_destroy(&r->mem);
+    gpt_data_free(&r->data);
+    gpt_batch_buf_free(&r->bb);
+    r->open = 0;
+}
+
+/* Names reported through the hooks, counted (wraps a model's hooks). */
+typedef struct opcount {
+    gpt_hooks inner;
+    uint64_t  gather, gather_bwd, adamw_init, adamw, saves_in_iter;
+} opcount;
+static void oc_begin(void *u, int s) { opcount *o = u; o->inner.iter_begin(o->inner.user, s); }
+static void oc_end(void *u) { opcount *o = u; o->inner.iter_end(o->inner.user); }
+static void oc_op(void *u, const char *name, uint64_t site) {
+    opcount *o = u;
+    if (!strcmp(name, "moe_gather")) o->gather++;
+    if (!strcmp(name, "moe_gather_bwd")) o->gather_bwd++;
+    if (!strcmp(name, "adamw_init")) o->adamw_init++;
+    if (!strcmp(name, "adamw")) o->adamw++;
+    o->inner.op(o->inner.user, name, site);
+}
+static int oc_save(void *u, gpt_buf *b, const gpt_save_info *i, uint64_t *h) {
+    opcount *o = u;
+    o->saves_in_iter++;
+    return o->inner.save(o->inner.user, b, i, h);
+}
+static int oc_load(void *u, uint64_t h, void **p) { opcount *o = u; return o->inner.load(o->inner.user, h, p); }
+static void oc_release(void *u, uint64_t h) { opcount *o = u; o->inner.release(o->inner.user, h); }
+static const char *oc_error(void *u) { opcount *o = u; return o->inner.error(o->inner.user); }
+
+/* MoE: experts that receive no token run no operator (forward or backward); routing is
+ * deterministic; the eval iteration is forward-only; the optimizer state appears at step 1. */
+static void t_moe_and_iterations(void) {
+    gpt_config c = vary_config();
+    c.moe_experts = 8; c.moe_topk = 1;     /* 8 experts, top-1, 2 x 3 tokens: most stay idle */
+    gpt_schedule s = vary_schedule();
+    s.seq_min = s.seq_max = 3;
+    c.seq = 3;
+    vrun r;
+    if (vr_open(&r, &c, &s, GPT_MODE_NONE, 0)) { CHECK(0); return; }
+    opcount oc;
+    memset(&oc, 0, sizeof oc);
+    oc.inner = r.model.hooks;
+    gpt_hooks h = {&oc, oc_begin, oc_end, oc_op, oc_save, oc_load, oc_release, oc_error};
+    r.model.hooks = h;
+    float loss;
+    CHECK(r.mem.kind_in_use[GPT_MEM_OPTIM] == 0);
+    CHECK(gpt_train_step(&r.model, &r.data, &s, 0, &r.bb, &loss) == 0);
+    uint64_t ran = r.model.stats.experts_run, idle = r.model.stats.experts_idle;
+    /* 2 micro-batches x 2 layers x 8 experts */
+    CHECK_EQ_U64(ran + idle, 2 * 2 * 8);
+    CHECK_MSG(idle > 0 && ran > 0, "ran %llu idle %llu", (unsigned long long)ran, (unsigned long long)idle);
+    CHECK_EQ_U64(oc.gather, ran);         /* one forward and one backward gather per expert run */
+    CHECK_EQ_U64(oc.gather_bwd, ran);
+    CHECK_EQ_U64(oc.adamw_init, (uint64_t)r.model.nparams);
+    CHECK_EQ_U64(oc.adamw, (uint64_t)r.model.nparams);
+    CHECK(r.mem.kind_in_use[GPT_MEM_OPTIM] > 0);
+    CHECK_EQ_U64(r.prof.last.nops, r.model.stats.ops);
+    fprintf(stderr, "     step 1: %llu experts ran, %llu idle (no operator), %llu ops, %d adamw_init\n",
+            (unsigned long long)ran, (unsigned long long)idle, (unsigned long long)r.model.stats.ops,
+            (int)oc.adamw_init);
+    oc.adamw_init = oc.adamw = 0;
+    CHECK(gpt_train_step(&r.model, &r.data, &s, 1, &r.bb, &loss) == 0);
+    CHECK_EQ_U64(oc.adamw_init, 0);
+    CHECK_EQ_U64(oc.adamw, (uint64_t)r.model.nparams);
+    /* evaluation: its own iteration, operators but no saves */
+    oc.saves_in_iter = 0;
+    uint64_t iters0 = r.prof.last.iter;
+    CHECK(gpt_eval_step(&r.model, &r.data, &s, 0, 2, &r.bb, &loss) == 0);
+    CHECK_EQ_U64(r.prof.last.iter, iters0 + 1);
+    CHECK(r.prof.last.nops > 0 && r.prof.last.nsaves == 0 && oc.saves_in_iter == 0);
+    CHECK_EQ_U64(r.model.stats.micro, 0);
+    CHECK(isfinite(loss));
+    vr_close(&r);
+}
+
+typedef struct mode_run {
+    gpt_mode mode;
+    vrun     r;
+    int      same_loss, same_grad, same_eval;
+} mode_run;
+
+/* Issue 8's acceptance test, the modes available: every varying feature on, STEPS steps (plus
+ * the evaluation iterations), each mode's losses, every step's gradients and the final weights
+ * compared with none's by memcmp; plan-cache hits after warm-up for sequences seen before. */
+#define VARY_STEPS 30
+static void t_varying_exact(void) {
+    gpt_config c = vary_config();
+    gpt_schedule s = vary_schedule();
+    static mode_run mr[2];
+    memset(mr, 0, sizeof mr);
+    mr[0].mode = GPT_MODE_NONE;
+    mr[1].mode = GPT_MODE_RECOMPUTE;
+    int nm = (int)(sizeof mr / sizeof mr[0]);
+    for (int i = 0; i < nm; i++) {
+        mr[i].same_loss = mr[i].same_grad = mr[i].same_eval = 1;
+        if (vr_open(&mr[i].r, &c, &s, mr[i].mode, 0)) { CHECK(0); return; }
+    }
+    int evals = 0, fails = 0;
+    uint64_t hashes[VARY_STEPS];
+    int repeats = 0;
+    for (int st = 0; st < VARY_STEPS && !fails; st++) {
+        float l[4] = {0}, el[4] = {0};
+        for (int i = 0; i < nm; i++)
+            if (gpt_train_step(&mr[i].r.model, &mr[i].r.data, &s, st, &mr[i].r.bb, &l[i])) {
+                CHECK_MSG(0, "%s step %d: %s", gpt_mode_name(mr[i].mode), st, mr[i].r.model.errmsg);
+                fails++;
+            }
+        hashes[st] = mr[0].r.prof.last.seq_hash;
+        for (int k = 0; k < st; k++) if (hashes[k] == hashes[st]) { repeats++; break; }
+        for (int i = 1; i < nm && !fails; i++) {
+            if (memcmp(&l[0], &l[i], sizeof l[0])) mr[i].same_loss = 0;
+            if (!same_params(&mr[0].r.model, &mr[i].r.model, 1)) mr[i].same_grad = 0;
+        }
+        if (s.eval_every && (st + 1) % s.eval_every == 0 && !fails) {
+            for (int i = 0; i < nm; i++)
+                if (gpt_eval_step(&mr[i].r.model, &mr[i].r.data, &s, evals, st + evals + 1, &mr[i].r.bb, &el[i])) {
+                    CHECK_MSG(0, "%s eval %d: %s", gpt_mode_name(mr[i].mode), evals, mr[i].r.model.errmsg);
+                    fails++;
+                }
+            for (int i = 1; i < nm; i++) if (memcmp(&el[0], &el[i], sizeof el[0])) mr[i].same_eval = 0;
+            evals++;
+        }
+    }
+    for (int i = 1; i < nm; i++) {
+        CHECK_MSG(mr[i].same_loss, "%s: a loss differs from none's", gpt_mode_name(mr[i].mode));
+        CHECK_MSG(mr[i].same_grad, "%s: a gradient differs from none's", gpt_mode_name(mr[i].mode));
+        CHECK_MSG(mr[i].same_eval, "%s: an eval loss differs from none's", gpt_mode_name(mr[i].mode));
+        CHECK_MSG(same_params(&mr[0].r.model, &mr[i].r.model, 0), "%s: final weights differ", gpt_mode_name(mr[i].mode));
+    }
+    ss_ctx_stats cs;
+    CHECK_OK(ss_ctx_get_stats(mr[0].r.prof.ctx, &cs));
+    CHECK_MSG(!mr[0].r.prof.failed, "%s", mr[0].r.prof.err);
+    CHECK_MSG(repeats > 0, "the schedule never repeats a sequence: the plan-cache check would be vacuous");
+    CHECK_MSG(cs.cache_hits > 0, "no plan-cache hit in %d steps (%d repeated sequences)", VARY_STEPS, repeats);
+    fprintf(stderr, "     %d steps + %d evals, every feature on: %d modes bit-identical to none; %d steps repeated an "
+            "earlier sequence; context: %llu plans, %llu hits, %llu misses, %llu detailed\n", VARY_STEPS, evals, nm - 1,
+            repeats, (unsigned long long)cs.plans_made, (unsigned long long)cs.cache_hits,
+            (unsigned long long)cs.cache_misses, (unsigned long long)cs.detailed_iters);
+    for (int i = 0; i < nm; i++) vr_close(&mr[i].r);
+}
+
+/* Plans kept across runs: the second run loads the first's plans, runs no warm-up, and finds
+ * the sequences it already knows from its first iterations; bits are unchanged. */
+static void t_plans_across_runs(void) {
+    gpt_config c = vary_config();
+    gpt_schedule s = vary_schedule();
+    s.eval_every = 0;
+    s.seq_min = 12; s.seq_max = 13;
+    char path[] = "/tmp/test-gpt-plans-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    enum { N = 10 };
+    float la[N], lb[N];
+    vrun r;
+    if (vr_open(&r, &c, &s, GPT_MODE_NONE, 0)) { CHECK(0); return; }
+    for (int st = 0; st < N; st++) CHECK(gpt_train_step(&r.model, &r.data, &s, st, &r.bb, &la[st]) == 0);
+    uint32_t saved = 0, loaded = 0;
+    char err[256] = "";
+    CHECK_OK(ss_ctx_plans_save(r.prof.ctx, path, &saved, err, sizeof err));
+    ss_ctx_stats s1;
+    ss_ctx_get_stats(r.prof.ctx, &s1);
+    vr_close(&r);
+    if (vr_open(&r, &c, &s, GPT_MODE_NONE, 0)) { CHECK(0); return; }
+    CHECK_OK(ss_ctx_plans_load(r.prof.ctx, path, &loaded, err, sizeof err));
+    CHECK_EQ_U64(loaded, saved);
+    CHECK(ss_ctx_stage(r.prof.ctx) == SS_STAGE_STABLE);
+    int hit_early = 0;
+    for (int st = 0; st < N; st++) {
+        CHECK(gpt_train_step(&r.model, &r.data, &s, st, &r.bb, &lb[st]) == 0);
+        if (st >= 1 && st <= 3 && (r.prof.last.plan_event == SS_PLAN_SAME || r.prof.last.plan_event == SS_PLAN_HIT))
+            hit_early++;
+    }
+    ss_ctx_stats s2;
+    ss_ctx_get_stats(r.prof.ctx, &s2);
+    CHECK_MSG(!memcmp(la, lb, sizeof la), "loading plans changed a loss");
+    CHECK_EQ_U64(s2.iters_warmup, 0);
+    CHECK_MSG(hit_early > 0, "no known sequence recognised in steps 2..4");
+    CHECK_MSG(s2.detailed_iters < s1.detailed_iters, "detailed iterations: %llu with plans, %llu without",
+              (unsigned long long)s2.detailed_iters, (unsigned long long)s1.detailed_iters);
+    fprintf(stderr, "     %u plans saved and loaded; run 2: %llu warm-up, %llu detailed (run 1: %llu, %llu), %llu hits\n",
+            saved, (unsigned long long)s2.iters_warmup, (unsigned long long)s2.detailed_iters,
+            (unsigned long long)s1.iters_warmup, (unsigned long long)s1.detailed_iters,
+            (unsigned long long)s2.cache_hits);
+    vr_close(&r);
+    /* bad files: a clear error, the context unchanged */
+    if (vr_open(&r, &c, &s, GPT_MODE_NONE, 0)) { CHECK(0); return; }
+    FILE *f = fopen(path, "w");
+    if (f) { fputs("smartswap-plans 1\ncount 2\nprofile 5\nabc", f); fclose(f); }
+    CHECK(ss_ctx_plans_load(r.prof.ctx, path, &loaded, err, sizeof err) == SS_ERR_FORMAT);
+    fprintf(stderr, "     truncated file: %s\n", err);
+    CHECK(ss_ctx_stage(r.prof.ctx) == SS_STAGE_WARMUP);
+    CHECK(ss_ctx_plans_load(r.prof.ctx, "/nonexistent/plans", &loaded, err, sizeof err) == SS_ERR_IO);
+    vr_close(&r);
+    remove(path);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 
 static int write_file(const char *path, const void *p, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -392,5 +641,8 @@ int main(int argc, char **argv) {
     RUN(t_ss_allocator);
     RUN(t_ss_context);
     RUN(t_budget);
+    RUN(t_moe_and_iterations);
+    RUN(t_varying_exact);
+    RUN(t_plans_across_runs);
     return test_summary();
 }
