@@ -126,6 +126,8 @@ SHARED := $(BUILD)/libsmartswap.so
 CLI    := $(BUILD)/smartswap
 
 .PHONY: all lib test bench demo deps info clean
+# object files of tests and benchmarks are kept so that a second `make` rebuilds nothing
+.SECONDARY:
 all: info $(STATIC) $(SHARED) $(CLI) $(TEST_BIN) $(BENCH_BIN)
 lib: $(STATIC) $(SHARED)
 
