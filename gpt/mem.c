@@ -95,7 +95,7 @@ void gpt_buf_ref(gpt_buf *b) { b->refs++; }
 void gpt_buf_unref(gpt_mem *m, gpt_buf *b) {
     if (!b) return;
     if (--b->refs > 0) return;
-    m->be.free(m->be.user, b->ptr, b->impl);
+    if (!b->foreign) m->be.free(m->be.user, b->ptr, b->impl);
     m->in_use -= b->charged;
     m->kind_in_use[b->kind] -= b->charged;
     if (is_act(b->kind)) m->act_in_use -= b->charged;

@@ -41,6 +41,10 @@ typedef struct gpt_buf {
     void    *impl;       /* backend handle (ss_block_t * for the smartswap backend) */
     int      refs;
     int      kind;       /* gpt_mem_kind */
+    int      foreign;    /* 1: the memory was handed over (a smartswap context freed it): the
+                            last unref frees only the struct (the bytes still leave the count) */
+    int      ext_refs;   /* saves of this buffer held by a context (tape-swap.c) */
+    uint64_t ext;        /* the context's handle while ext_refs > 0 */
 } gpt_buf;
 
 /* A backing store: alloc returns 0 and sets *ptr and *impl, or non-zero with a message in err. */
