@@ -24,6 +24,7 @@ typedef struct hp_entry { void *p; uint32_t cls; uint8_t out; } hp_entry;
 typedef struct hp_class {
     void  **free;          /* cached buffers */
     size_t  n, cap;
+    size_t  total;         /* buffers of this class alive (cached + out): cap >= total */
 } hp_class;
 
 struct ss_hostpool {
@@ -126,6 +127,7 @@ static ss_status release_one(ss_hostpool_t *hp, uint32_t c) {
     ss_status st = ss_host_free(hp->dev, p, (size_t)sz);
     if (st != SS_OK) return st;
     k->n--;
+    k->total--;
     tab_del(hp, tab_find(hp, p));
     hp->st.reserved_bytes -= sz;
     hp->st.host_frees++;
@@ -162,7 +164,7 @@ ss_status ss_hostpool_get(ss_hostpool_t *hp, size_t n, void **out) {
             goto out;
         }
         /* room for the bookkeeping first, so that a failure after ss_host_alloc cannot leak */
-        st = ssi_grow(&k->free, &k->cap, k->n + 1, sizeof *k->free);
+        st = ssi_grow(&k->free, &k->cap, k->total + 1, sizeof *k->free);
         if (st != SS_OK) goto out;
         st = ss_host_alloc(hp->dev, (size_t)sz, &p);
         if (st != SS_OK) {
@@ -182,6 +184,7 @@ ss_status ss_hostpool_get(ss_hostpool_t *hp, size_t n, void **out) {
         if (st != SS_OK) { ss_host_free(hp->dev, p, (size_t)sz); goto out; }
         hp->st.host_allocs++;
         hp->st.reserved_bytes += sz;
+        k->total++;
     }
     tab_find(hp, p)->out = 1;
     hp->st.gets++;
@@ -203,7 +206,7 @@ ss_status ss_hostpool_put(ss_hostpool_t *hp, void *buf) {
         st = SS_ERR_STATE;
     } else {
         hp_class *k = &hp->cls[e->cls];
-        /* k->cap > k->n always: get grew the stack before allocating the buffer */
+        /* k->cap >= k->total > k->n: get grew the stack before allocating the buffer */
         e->out = 0;
         k->free[k->n++] = buf;
         hp->st.puts++;
