@@ -8,7 +8,9 @@
  *      whose swap-out has not completed makes compute wait until it has (a late free);
  *   2. the block of unattributed memory is resized to other[i] (freed, then allocated);
  *   3. swap-ins issued at i: a block is allocated, and the H2D copy starts at
- *      max(t, H2D stream free, the swap-out's completion) and takes latency + bytes / h2d;
+ *      max(t, H2D stream free, the swap-out's completion) and takes latency + bytes / h2d
+ *      (computed as start + (latency + bytes / h2d), the device's own rounding, so that a
+ *      replay on cpu-sim's virtual clock lands on the same doubles);
  *   4. swapped tensors used by i: compute waits until their swap-in completed (a late use);
  *   5. tensors produced by i are allocated;  -> the device bytes in use "during op i"
  *   6. op i runs from t to t + dur[i];
@@ -387,7 +389,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
             double start = t;
             if (h2d_free > start) start = h2d_free;
             if (r->t_out_done[k] > start) start = r->t_out_done[k];
-            double end = start + lat + (double)e->bytes / c->h2d_bps;
+            double end = start + (lat + (double)e->bytes / c->h2d_bps);
             r->t_in_done[k] = end;
             h2d_free = end;
             r->h2d_bytes += e->bytes;
@@ -435,7 +437,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
             uint32_t k = bout.idx[q];
             const ss_plan_entry *e = &plan->entries[k];
             double start = t > d2h_free ? t : d2h_free;
-            double end = start + lat + (double)e->bytes / c->d2h_bps;
+            double end = start + (lat + (double)e->bytes / c->d2h_bps);
             r->t_out_done[k] = end;
             d2h_free = end;
             r->d2h_bytes += e->bytes;
