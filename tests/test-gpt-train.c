@@ -18,6 +18,7 @@
 #include "data.h"
 #include "mem-ss.h"
 #include "model.h"
+#include "smartswap-exec.h"
 #include "smartswap-plans.h"
 #include "tape-ss.h"
 #include "tape-swap.h"
@@ -458,7 +459,43 @@ typedef struct mode_run {
     gpt_mode mode;
     vrun     r;
     int      same_loss, same_grad, same_eval;
+    /* smartswap, offload-all: saved blocks owned by a context with the executor on */
+    gpt_mem    mem;
+    gpt_ssswap sw;
+    gpt_model  model;
+    uint64_t   swapped, evictions;
+    int        swap;
 } mode_run;
+
+/* A trainer whose saved blocks belong to a context with the executor switched on. */
+static int swap_open(mode_run *x, const gpt_config *c, const gpt_schedule *s, uint64_t budget) {
+    char err[256];
+    if (gpt_mem_init_ss(&x->mem, "cpu-sim", NULL, budget, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+    x->mem.budget = 0;   /* the allocator's budget rules: swapped-out bytes still count in gpt_mem */
+    ss_options o = ss_options_default();
+    o.plan_cache_size = 32;
+    o.budget_bytes = budget;
+    o.sim_virtual_clock = 1;
+    if (gpt_ssswap_init(&x->sw, &x->mem, &o)) { fprintf(stderr, "%s\n", x->sw.err); return 1; }
+    ss_status st = ss_ctx_enable_swap(x->sw.ctx, x->mode == GPT_MODE_SMARTSWAP ? SS_SWAP_SMARTSWAP : SS_SWAP_OFFLOAD_ALL);
+    if (st) { fprintf(stderr, "ss_ctx_enable_swap: %s\n", ss_status_str(st)); return 1; }
+    gpt_hooks h = gpt_hooks_ssswap(&x->sw);
+    if (gpt_model_init(&x->model, c, &x->mem, &h, x->mode, GOLDEN_SEED)) { fprintf(stderr, "%s\n", x->model.errmsg); return 1; }
+    char e2[256];
+    gpt_data_from_memory(&x->r.data, text, sizeof text - 1, "test text", e2, sizeof e2);
+    if (gpt_batch_buf_init(&x->r.bb, s)) return 1;
+    x->swap = 1;
+    return 0;
+}
+
+static void swap_close(mode_run *x) {
+    gpt_model_free(&x->model);
+    gpt_ssswap_free(&x->sw);
+    CHECK_MSG(x->mem.live == 0, "%llu buffers leaked", (unsigned long long)x->mem.live);
+    gpt_mem_destroy(&x->mem);
+    gpt_data_free(&x->r.data);
+    gpt_batch_buf_free(&x->r.bb);
+}
 
 /* Issue 8's acceptance test, the modes available: every varying feature on, STEPS steps (plus
  * the evaluation iterations), each mode's losses, every step's gradients and the final weights
@@ -467,13 +504,36 @@ typedef struct mode_run {
 static void t_varying_exact(void) {
     gpt_config c = vary_config();
     gpt_schedule s = vary_schedule();
-    static mode_run mr[2];
+    static mode_run mr[4];
     memset(mr, 0, sizeof mr);
     mr[0].mode = GPT_MODE_NONE;
     mr[1].mode = GPT_MODE_RECOMPUTE;
+    mr[2].mode = GPT_MODE_SMARTSWAP;
+    mr[3].mode = GPT_MODE_OFFLOAD_ALL;
     int nm = (int)(sizeof mr / sizeof mr[0]);
+    /* the swapping modes' budget: half-way between the model's state and none's peak */
+    uint64_t budget = 0;
+    {
+        vrun pre;
+        float l;
+        if (vr_open(&pre, &c, &s, GPT_MODE_NONE, 0)) { CHECK(0); return; }
+        uint64_t peak = 0;
+        for (int st = 0; st < 6; st++) {
+            CHECK(gpt_train_step(&pre.model, &pre.data, &s, st, &pre.bb, &l) == 0);
+            if (pre.model.stats.peak_bytes > peak) peak = pre.model.stats.peak_bytes;
+        }
+        uint64_t state = gpt_state_bytes(&c);
+        budget = state + (peak - state) / 2;
+        fprintf(stderr, "     none's peak %llu, state %llu: smartswap and offload-all under %llu bytes\n",
+                (unsigned long long)peak, (unsigned long long)state, (unsigned long long)budget);
+        vr_close(&pre);
+    }
     for (int i = 0; i < nm; i++) {
         mr[i].same_loss = mr[i].same_grad = mr[i].same_eval = 1;
+        if (i >= 2) {
+            if (swap_open(&mr[i], &c, &s, budget)) { CHECK(0); return; }
+            continue;
+        }
         if (vr_open(&mr[i].r, &c, &s, mr[i].mode, 0)) { CHECK(0); return; }
     }
     int evals = 0, fails = 0;
@@ -481,21 +541,31 @@ static void t_varying_exact(void) {
     int repeats = 0;
     for (int st = 0; st < VARY_STEPS && !fails; st++) {
         float l[4] = {0}, el[4] = {0};
-        for (int i = 0; i < nm; i++)
-            if (gpt_train_step(&mr[i].r.model, &mr[i].r.data, &s, st, &mr[i].r.bb, &l[i])) {
-                CHECK_MSG(0, "%s step %d: %s", gpt_mode_name(mr[i].mode), st, mr[i].r.model.errmsg);
+        for (int i = 0; i < nm; i++) {
+            gpt_model *mm = mr[i].swap ? &mr[i].model : &mr[i].r.model;
+            if (gpt_train_step(mm, &mr[i].r.data, &s, st, &mr[i].r.bb, &l[i])) {
+                CHECK_MSG(0, "%s step %d: %s", gpt_mode_name(mr[i].mode), st, mm->errmsg);
                 fails++;
             }
+            if (mr[i].swap) {
+                ss_exec_report er;
+                if (ss_ctx_exec_report(mr[i].sw.ctx, &er) == SS_OK) {
+                    mr[i].swapped += er.swapped_out_bytes;
+                    mr[i].evictions += er.evictions;
+                }
+            }
+        }
         hashes[st] = mr[0].r.prof.last.seq_hash;
         for (int k = 0; k < st; k++) if (hashes[k] == hashes[st]) { repeats++; break; }
         for (int i = 1; i < nm && !fails; i++) {
             if (memcmp(&l[0], &l[i], sizeof l[0])) mr[i].same_loss = 0;
-            if (!same_params(&mr[0].r.model, &mr[i].r.model, 1)) mr[i].same_grad = 0;
+            if (!same_params(&mr[0].r.model, mr[i].swap ? &mr[i].model : &mr[i].r.model, 1)) mr[i].same_grad = 0;
         }
         if (s.eval_every && (st + 1) % s.eval_every == 0 && !fails) {
             for (int i = 0; i < nm; i++)
-                if (gpt_eval_step(&mr[i].r.model, &mr[i].r.data, &s, evals, st + evals + 1, &mr[i].r.bb, &el[i])) {
-                    CHECK_MSG(0, "%s eval %d: %s", gpt_mode_name(mr[i].mode), evals, mr[i].r.model.errmsg);
+                if (gpt_eval_step(mr[i].swap ? &mr[i].model : &mr[i].r.model, &mr[i].r.data, &s, evals, st + evals + 1,
+                                  &mr[i].r.bb, &el[i])) {
+                    CHECK_MSG(0, "%s eval %d: eval failed", gpt_mode_name(mr[i].mode), evals);
                     fails++;
                 }
             for (int i = 1; i < nm; i++) if (memcmp(&el[0], &el[i], sizeof el[0])) mr[i].same_eval = 0;
@@ -506,7 +576,19 @@ static void t_varying_exact(void) {
         CHECK_MSG(mr[i].same_loss, "%s: a loss differs from none's", gpt_mode_name(mr[i].mode));
         CHECK_MSG(mr[i].same_grad, "%s: a gradient differs from none's", gpt_mode_name(mr[i].mode));
         CHECK_MSG(mr[i].same_eval, "%s: an eval loss differs from none's", gpt_mode_name(mr[i].mode));
-        CHECK_MSG(same_params(&mr[0].r.model, &mr[i].r.model, 0), "%s: final weights differ", gpt_mode_name(mr[i].mode));
+        CHECK_MSG(same_params(&mr[0].r.model, mr[i].swap ? &mr[i].model : &mr[i].r.model, 0), "%s: final weights differ",
+                  gpt_mode_name(mr[i].mode));
+        if (mr[i].swap) {
+            CHECK_MSG(mr[i].swapped > 0, "%s swapped nothing", gpt_mode_name(mr[i].mode));
+            ss_ctx_stats xs;
+            CHECK_OK(ss_ctx_get_stats(mr[i].sw.ctx, &xs));
+            if (mr[i].mode == GPT_MODE_SMARTSWAP)
+                CHECK_MSG(xs.cache_hits > 0, "smartswap: no plan-cache hit (%llu plans)", (unsigned long long)xs.plans_made);
+            fprintf(stderr, "     %s context: %llu plans made, %llu cache hits\n", gpt_mode_name(mr[i].mode),
+                    (unsigned long long)xs.plans_made, (unsigned long long)xs.cache_hits);
+            fprintf(stderr, "     %s: %llu bytes swapped out over the run, %llu evictions\n", gpt_mode_name(mr[i].mode),
+                    (unsigned long long)mr[i].swapped, (unsigned long long)mr[i].evictions);
+        }
     }
     ss_ctx_stats cs;
     CHECK_OK(ss_ctx_get_stats(mr[0].r.prof.ctx, &cs));
@@ -517,7 +599,10 @@ static void t_varying_exact(void) {
             "earlier sequence; context: %llu plans, %llu hits, %llu misses, %llu detailed\n", VARY_STEPS, evals, nm - 1,
             repeats, (unsigned long long)cs.plans_made, (unsigned long long)cs.cache_hits,
             (unsigned long long)cs.cache_misses, (unsigned long long)cs.detailed_iters);
-    for (int i = 0; i < nm; i++) vr_close(&mr[i].r);
+    for (int i = 0; i < nm; i++) {
+        if (mr[i].swap) swap_close(&mr[i]);
+        else vr_close(&mr[i].r);
+    }
 }
 
 /* The hooks that hand saved blocks to a context (tape-swap.c), here without the executor (a
