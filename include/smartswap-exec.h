@@ -72,9 +72,10 @@ typedef struct ss_exec_report {
     int32_t  mode;              /* ss_swap_mode */
     int32_t  stage;             /* ss_stage the iteration ran in */
     uint32_t planned_tensors;   /* entries of the plan the iteration ran with */
-    uint32_t matched_exact;     /* saves matched to an entry with equal features */
+    uint32_t matched_exact;     /* saves matched to a planned entry with equal features */
     uint32_t matched_fuzzy;     /* saves matched by score (options.match_threshold) */
-    uint32_t unmatched;         /* saves of a planned iteration that matched no entry */
+    uint32_t unmatched;         /* saves of a planned iteration that matched no tensor of the
+                                   plan (or, without its profile, no entry) */
     uint64_t planned_bytes;     /* bytes of the plan's entries */
     uint64_t matched_bytes;     /* bytes of the entries that a save matched */
     uint64_t swapped_out_bytes; /* device-to-host copies issued (planned, offload, eviction) */

@@ -81,6 +81,11 @@ typedef struct exec {
     double       d2h_bps, h2d_bps, lat;
     /* the plan of this iteration and its match index */
     const ss_plan *fixed, *plan;
+    const ss_profile *fixed_prof, *prof;   /* the plan's profile: every saved tensor, so that
+                                             an unplanned tensor takes its own slot */
+    uint32_t    *ent_of; size_t cap_ent_of;   /* per feature: plan entry, or SS_NONE */
+    uint32_t    *tent; size_t cap_tent;       /* per profile tensor: plan entry (build) */
+    uint32_t     nfeat;
     uint32_t    *nmap;  size_t cap_nmap;
     ssi_match_feat *feat; size_t cap_feat;
     uint32_t    *sorted; size_t cap_sorted;   /* entry indices by (name, site, dtype, ordinal) */
@@ -291,49 +296,93 @@ static int sort_cmp(const void *pa, const void *pb) {
 
 static pthread_mutex_t g_sort_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Builds the match index of x->plan: plan names mapped to the context's name ids, features per
- * entry, entries sorted by (name, site, dtype, ordinal). Lock held. */
+/* Builds the match index of x->plan: with the plan's profile, one feature per saved tensor of
+ * the profile (ordinals as the policy counts them) pointing at its entry or at none; without
+ * it, one per entry. Names are mapped to the context's name ids; features are sorted by (name,
+ * site, dtype, ordinal). Lock held. */
 static ss_status index_build(exec *x) {
     const ss_plan *p = x->plan;
+    const ss_profile *pr = x->prof;
+    x->nfeat = 0;
     if (!p || !p->nentries) return SS_OK;
-    uint32_t ne = p->nentries;
-    if (ssi_grow(&x->nmap, &x->cap_nmap, p->nnames + 1, sizeof *x->nmap) ||
-        ssi_grow(&x->feat, &x->cap_feat, ne, sizeof *x->feat) ||
-        ssi_grow(&x->sorted, &x->cap_sorted, ne, sizeof *x->sorted) ||
-        ssi_grow(&x->taken, &x->cap_taken, ne, sizeof *x->taken))
+    uint32_t ne = p->nentries, nf = ne, nnames = p->nnames;
+    if (pr) {
+        nf = 0;
+        for (uint32_t t = 0; t < pr->ntensors; t++) nf += (pr->tensors[t].flags & SS_TENSOR_SAVED) != 0;
+        nnames = pr->nnames;
+        if (ssi_grow(&x->tent, &x->cap_tent, pr->ntensors + 1, sizeof *x->tent)) return SS_ERR_HOST_OOM;
+    }
+    if (ssi_grow(&x->nmap, &x->cap_nmap, nnames + 1, sizeof *x->nmap) ||
+        ssi_grow(&x->feat, &x->cap_feat, nf + 1, sizeof *x->feat) ||
+        ssi_grow(&x->ent_of, &x->cap_ent_of, nf + 1, sizeof *x->ent_of) ||
+        ssi_grow(&x->sorted, &x->cap_sorted, nf + 1, sizeof *x->sorted) ||
+        ssi_grow(&x->taken, &x->cap_taken, nf + 1, sizeof *x->taken))
         return SS_ERR_HOST_OOM;
     ss_ctx_t *ctx = x->ctx;
     uint32_t nn = atomic_load(&ctx->nnames);
-    for (uint32_t j = 0; j < p->nnames; j++) {
+    for (uint32_t j = 0; j < nnames; j++) {
+        const char *nm = pr ? pr->names[j] : p->names[j];
         x->nmap[j] = UINT32_MAX;
         for (uint32_t i = 0; i < nn; i++)
-            if (strcmp(ctx->names[i], p->names[j]) == 0) { x->nmap[j] = i; break; }
+            if (strcmp(ctx->names[i], nm) == 0) { x->nmap[j] = i; break; }
     }
-    for (uint32_t k = 0; k < ne; k++) {
-        const ss_plan_entry *e = &p->entries[k];
-        ssi_match_feat *f = &x->feat[k];
-        f->name = e->name < p->nnames ? x->nmap[e->name] : UINT32_MAX;
-        f->site = e->site;
-        f->dtype = e->dtype;
-        f->ndim = e->ndim;
-        f->shape = e->shape;
-        f->bytes = e->bytes;
-        f->ordinal = e->ordinal;
+    if (pr) {
+        for (uint32_t t = 0; t < pr->ntensors; t++) x->tent[t] = SS_NONE;
+        for (uint32_t k = 0; k < ne; k++)
+            if (p->entries[k].tensor < pr->ntensors) x->tent[p->entries[k].tensor] = k;
+        uint32_t f = 0;
+        for (uint32_t t = 0; t < pr->ntensors; t++) {
+            const ss_prof_tensor *y = &pr->tensors[t];
+            if (!(y->flags & SS_TENSOR_SAVED)) continue;
+            const ss_prof_op *o = &pr->ops[y->producer];
+            ssi_match_feat *ft = &x->feat[f];
+            ft->name = o->name < pr->nnames ? x->nmap[o->name] : UINT32_MAX;
+            ft->site = o->site;
+            ft->dtype = y->dtype;
+            ft->ndim = y->ndim;
+            ft->shape = y->shape;
+            ft->bytes = y->bytes;
+            ft->ordinal = 0;
+            x->ent_of[f] = x->tent[t];
+            f++;
+        }
+    } else {
+        for (uint32_t k = 0; k < ne; k++) {
+            const ss_plan_entry *e = &p->entries[k];
+            ssi_match_feat *f = &x->feat[k];
+            f->name = e->name < p->nnames ? x->nmap[e->name] : UINT32_MAX;
+            f->site = e->site;
+            f->dtype = e->dtype;
+            f->ndim = e->ndim;
+            f->shape = e->shape;
+            f->bytes = e->bytes;
+            f->ordinal = e->ordinal;
+            x->ent_of[k] = k;
+        }
+    }
+    for (uint32_t k = 0; k < nf; k++) {
         x->sorted[k] = k;
         x->taken[k] = 0;
     }
     pthread_mutex_lock(&g_sort_mu);
     g_sort_x = x;
-    qsort(x->sorted, ne, sizeof *x->sorted, sort_cmp);
+    qsort(x->sorted, nf, sizeof *x->sorted, sort_cmp);
     g_sort_x = NULL;
     pthread_mutex_unlock(&g_sort_mu);
+    if (pr)   /* ordinals: rank within equal (name, site, dtype), in tensor order (stable sort) */
+        for (uint32_t i = 0; i < nf; i++) {
+            uint32_t k = x->sorted[i];
+            int same = i > 0 && key_cmp3(&x->feat[x->sorted[i - 1]], &x->feat[k]) == 0;
+            x->feat[k].ordinal = same ? x->feat[x->sorted[i - 1]].ordinal + 1 : 0;
+        }
+    x->nfeat = nf;
     return SS_OK;
 }
 
 /* [lo, hi) of sorted entries whose (name[, site, dtype]) equal t's: level 1 name only. */
 static void index_range(exec *x, const ssi_match_feat *t, int level, uint32_t *lo_out,
                         uint32_t *hi_out) {
-    uint32_t n = x->plan->nentries, lo = 0, hi = n;
+    uint32_t n = x->nfeat, lo = 0, hi = n;
     /* lower bound */
     while (lo < hi) {
         uint32_t m = lo + (hi - lo) / 2;
@@ -698,6 +747,13 @@ static ss_status x_iter_begin(void *self, ss_ctx_t *ctx, const ss_plan *plan) {
     exec *x = self;
     tl_held = ctx;
     x->plan = x->mode == SS_SWAP_SMARTSWAP ? (x->fixed ? x->fixed : plan) : NULL;
+    x->prof = NULL;
+    if (x->plan && x->fixed) {
+        x->prof = x->fixed_prof;
+    } else if (x->plan && ctx->st.cur >= 0 && ctx->st.cache[ctx->st.cur].plan == x->plan) {
+        x->prof = ctx->st.cache[ctx->st.cur].prof;
+    }
+    if (x->prof && (x->plan->nops != x->prof->nops)) x->prof = NULL;
     x->base_k = x->next_base;
     x->cur = 0;
     x->fwd_end = 0;
@@ -758,15 +814,17 @@ static ss_status x_save(void *self, ss_ctx_t *ctx, uint64_t hv, ssi_handle *h) {
     int noswap = (h->flags & SS_SAVE_NOSWAP) != 0;
     if (x->mode == SS_SWAP_OFFLOAD_ALL && !noswap) {
         st = issue_out(x, t, h, x->base_k + op + 1, 0);
-    } else if (x->mode == SS_SWAP_SMARTSWAP && x->plan && x->plan->nentries) {
+    } else if (x->mode == SS_SWAP_SMARTSWAP && x->nfeat) {
         const ssi_ring_op *r = &ctx->ring[op & ctx->ring_mask];
         ssi_match_feat f = {r->id, r->site, h->dtype, h->ndim, h->shape, h->bytes, 0};
         st = ordinal_next(x, r->id, r->site, h->dtype, &f.ordinal);
         int exact = 0;
         uint32_t k = st ? SS_NONE : match(x, &f, &exact);
+        if (k != SS_NONE) x->taken[k] = 1;
+        else if (!st) x->rep.unmatched++;
+        k = k != SS_NONE ? x->ent_of[k] : SS_NONE;
         if (k != SS_NONE && !noswap) {
             const ss_plan_entry *e = &x->plan->entries[k];
-            x->taken[k] = 1;
             x->rep.matched_bytes += e->bytes;
             if (exact) x->rep.matched_exact++; else x->rep.matched_fuzzy++;
             if (e->use_op > op && e->free_op > op) {
@@ -776,8 +834,6 @@ static ss_status x_save(void *self, ss_ctx_t *ctx, uint64_t hv, ssi_handle *h) {
                 st = heap_push(&x->outq, e->out_op, k, hv);
                 if (!st) st = heap_push(&x->inq, e->in_op, k, hv);
             }
-        } else if (!st) {
-            x->rep.unmatched++;
         }
     }
     peak_sample(x);
@@ -1026,7 +1082,7 @@ static void x_destroy(void *self) {
     if (x->own_compute && x->compute) ss_stream_free(x->dev, x->compute);
     if (x->own_pool && x->pool) ss_hostpool_destroy(x->pool);
     free(x->evall); free(x->evfree); free(x->evdef);
-    free(x->nmap); free(x->feat); free(x->sorted); free(x->taken); free(x->otab);
+    free(x->nmap); free(x->feat); free(x->ent_of); free(x->tent); free(x->sorted); free(x->taken); free(x->otab);
     free(x->outq.a); free(x->inq.a); free(x->freeq.a);
     ssi_timeline_free(&x->tl);
     ssi_timeline_free(&x->tl_last);
@@ -1222,12 +1278,13 @@ ss_status ss_ctx_exec_timeline_write(ss_ctx_t *ctx, const char *path) {
     return st;
 }
 
-ss_status ssi_exec_set_plan(ss_ctx_t *ctx, const ss_plan *plan) {
+ss_status ssi_exec_set_plan(ss_ctx_t *ctx, const ss_plan *plan, const ss_profile *prof) {
     exec *x = exec_of(ctx);
     if (!x) return SS_ERR_STATE;
     if (ctx->in_iter) return SS_ERR_STATE;
     pthread_mutex_lock(&ctx->lock);
     x->fixed = plan;
+    x->fixed_prof = plan ? prof : NULL;
     pthread_mutex_unlock(&ctx->lock);
     return SS_OK;
 }

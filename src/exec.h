@@ -38,9 +38,11 @@ uint32_t ssi_match_best(const ssi_match_feat *t, const ssi_match_feat *cand, uin
 /* ---- fixed plan and staleness ------------------------------------------------------------- */
 
 /* Makes every iteration run with `plan` (kept by the caller, alive until replaced or the
- * context is freed) instead of the stage machine's plan; NULL goes back to the stage's.
- * Between iterations. SS_ERR_STATE without an executor. */
-ss_status ssi_exec_set_plan(ss_ctx_t *ctx, const ss_plan *plan);
+ * context is freed) instead of the stage machine's plan; NULL goes back to the stage's. prof
+ * (may be NULL; kept by the caller too) is the profile the plan was made from: with it, saves
+ * are matched against every saved tensor of the profile, so an unplanned tensor never takes a
+ * planned tensor's entry. Between iterations. SS_ERR_STATE without an executor. */
+ss_status ssi_exec_set_plan(ss_ctx_t *ctx, const ss_plan *plan, const ss_profile *prof);
 
 /* The op index of the plan in use at the current iteration's start (for tests). */
 const ss_plan *ssi_exec_plan(ss_ctx_t *ctx);
