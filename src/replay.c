@@ -20,6 +20,7 @@ void ssi_replay_config_default(ssi_replay_config *c) {
     c->iters = 1;
     c->time.mode = SSI_TIME_LAYER;
     c->timeline_iter = UINT32_MAX;
+    c->plan_headroom = 0.05;
 }
 
 void ssi_replay_result_free(ssi_replay_result *r) {
@@ -145,7 +146,18 @@ static ss_status rp_plan(void *user, const ss_profile *prof, ss_plan **out) {
         q->ops[i].seconds = i < R->nann && R->ann_dur[i] > 0 ? R->ann_dur[i] : mean;
     ssi_policy_config cfg = R->pcfg;
     cfg.time.mode = SSI_TIME_MEASURED;
+    /* headroom: the recorded profile folds the operator's temporaries into one block, so the
+     * real allocator fragments a little more than the simulated one; plan below the budget
+     * (R->c->plan_headroom), else at it */
+    uint64_t full = cfg.budget_bytes;
+    cfg.budget_bytes = full - (uint64_t)((double)full * R->c->plan_headroom);
     st = ssi_policy_plan(q, &cfg, out, NULL, NULL, 0);
+    if (st == SS_OK && !(*out)->feasible && cfg.budget_bytes != full) {
+        ssi_plan_free(*out);
+        *out = NULL;
+        cfg.budget_bytes = full;
+        st = ssi_policy_plan(q, &cfg, out, NULL, NULL, 0);
+    }
     ssi_profile_free(q);
     return st;
 }
@@ -212,7 +224,17 @@ typedef struct itres { uint64_t peak; double compute_s; int oom; } itres;
 
 static ss_status alloc_or_oom(rp *R, uint64_t n, ss_block_t **b, itres *ir) {
     ss_status st = ss_alloc_malloc(R->alloc, (size_t)n, b);
-    if (st == SS_ERR_OOM) { ir->oom = 1; *b = NULL; return SS_OK; }
+    if (st == SS_ERR_OOM) {
+        ss_alloc_stats as;
+        ss_alloc_get_stats(R->alloc, &as);
+        SS_WARN("replay: iteration %u: out of memory for %llu bytes (in use %llu, pending %llu, "
+                "reserved %llu, budget %llu)", R->it, (unsigned long long)n,
+                (unsigned long long)as.in_use_bytes, (unsigned long long)as.pending_bytes,
+                (unsigned long long)as.reserved_bytes, (unsigned long long)as.budget_bytes);
+        ir->oom = 1;
+        *b = NULL;
+        return SS_OK;
+    }
     return st;
 }
 

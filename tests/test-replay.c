@@ -150,8 +150,205 @@ static void t_exact_vs_sim(void) {
     }
 }
 
+/* A profile whose activations dominate (long sequence, small model). */
+static ss_profile *gen_long(uint32_t E, uint32_t K, uint32_t seq) {
+    gen_spec g = {"llama-3.2-1b", 12, 64, 2, 2, 128, 256, seq, E, K, 1};
+    return gen(&g);
+}
+
+static ssi_replay_config stage_cfg(uint64_t budget, uint32_t iters) {
+    ssi_replay_config rc;
+    ssi_replay_config_default(&rc);
+    rc.opts = vopts(budget);
+    rc.opts.warmup_iters = 1;
+    rc.iters = iters;
+    rc.segment_bytes = SEG;
+    rc.keep_iters = 1;
+    return rc;
+}
+
+static void check_clean(const ssi_replay_result *r, uint64_t budget, const char *what) {
+    CHECK_MSG(r->corrupt_reads == 0, "%s: %llu corrupt reads", what, (unsigned long long)r->corrupt_reads);
+    CHECK_MSG(r->oom == 0, "%s: out of memory", what);
+    CHECK_MSG(r->peak_bytes <= budget, "%s: peak %llu above budget %llu", what,
+              (unsigned long long)r->peak_bytes, (unsigned long long)budget);
+}
+
+/* Stage machine + policy, trace gen profiles at 1/2, 1/3, 1/4 of the unconstrained peak. */
+static void t_stage_budgets(void) {
+    ss_profile *p0 = gen_long(0, 0, 1024), *p = NULL;
+    CHECK(p0 != NULL);
+    if (!p0) return;
+    CHECK_OK(ssi_replay_normalize(p0, &p));
+    uint64_t pk = unconstrained_peak(p);
+    for (uint64_t div = 2; div <= 4; div++) {
+        uint64_t budget = pk / div;
+        ssi_replay_config rc = stage_cfg(budget, 7);
+        ssi_replay_result r;
+        char err[256], what[64];
+        snprintf(what, sizeof what, "peak/%llu", (unsigned long long)div);
+        CHECK_OK(ssi_replay_run(p, &rc, &r, err, sizeof err));
+        check_clean(&r, budget, what);
+        CHECK_EQ_U64(r.iters, 7);
+        CHECK(r.swapped_bytes > 0);
+        CHECK(r.plans_made >= 1);
+        int stable = 0;
+        for (uint32_t i = 0; r.it && i < r.iters; i++) {
+            const ssi_replay_iter *ri = &r.it[i];
+            if (ri->stage != SS_STAGE_STABLE) continue;
+            if (stable++ == 0) continue;   /* the first Stable iteration may still re-plan */
+            CHECK_MSG(ri->x.evictions == 0, "%s iter %u: %u evictions", what, i, ri->x.evictions);
+            CHECK_MSG(ri->predicted_stall_s >= 0 && ri->stall_s <= ri->predicted_stall_s * (1 + 1e-9) + 1e-12,
+                      "%s iter %u: stall %.9g above the prediction %.9g", what, i, ri->stall_s,
+                      ri->predicted_stall_s);
+            CHECK(ri->x.planned_bytes > 0 && ri->x.matched_bytes == ri->x.planned_bytes);
+            CHECK_EQ_U64(ri->x.misses, 0);
+        }
+        CHECK(stable >= 3);
+        ssi_replay_result_free(&r);
+    }
+    ssi_profile_free(p);
+    ssi_profile_free(p0);
+}
+
+/* Only the sequence length (dense) or per-expert token counts (MoE) vary, from iteration to
+ * iteration, under a plan made at the full length: the fuzzy matcher keeps the plan's bytes. */
+static void t_vary_shapes(void) {
+    for (int moe = 0; moe < 2; moe++) {
+        ss_profile *p0 = moe ? gen_long(4, 2, 512) : gen_long(0, 0, 1024), *p = NULL;
+        CHECK(p0 != NULL);
+        if (!p0) continue;
+        CHECK_OK(ssi_replay_normalize(p0, &p));
+        uint64_t budget = unconstrained_peak(p) / 2;
+        ssi_replay_config rc = stage_cfg(budget, 8);
+        ssi_policy_config pc;
+        ssi_policy_config_from_options(&rc.opts, &pc);
+        pc.segment_bytes = SEG;
+        ss_plan *plan = NULL;
+        char err[256];
+        pc.budget_bytes = budget - budget / 20;   /* the same headroom as stage-driven plans */
+        CHECK_OK(ssi_policy_plan(p, &pc, &plan, NULL, err, sizeof err));
+        if (!plan) continue;
+        CHECK(plan->feasible);
+        rc.plan = plan;
+        rc.plan_from_profile = 1;
+        rc.time = pc.time;
+        rc.vary_from = 1;
+        if (moe) rc.vary_experts = 0.3; else rc.vary_seq = 0.25;
+        ssi_replay_result r;
+        CHECK_OK(ssi_replay_run(p, &rc, &r, err, sizeof err));
+        check_clean(&r, budget, moe ? "moe" : "seq");
+        for (uint32_t i = 0; r.it && i < r.iters; i++) {
+            const ssi_replay_iter *ri = &r.it[i];
+            CHECK_MSG(ri->x.planned_bytes > 0 &&
+                      ri->x.matched_bytes * 100 >= ri->x.planned_bytes * 95,
+                      "%s iter %u: matched %llu of %llu planned bytes", moe ? "moe" : "seq", i,
+                      (unsigned long long)ri->x.matched_bytes, (unsigned long long)ri->x.planned_bytes);
+            CHECK_MSG(ri->x.evictions == 0, "%s iter %u: %u evictions", moe ? "moe" : "seq", i,
+                      ri->x.evictions);
+            if (i >= 1) CHECK(ri->x.matched_fuzzy > 0);
+        }
+        ssi_replay_result_free(&r);
+        ssi_plan_free(plan);
+        ssi_profile_free(p);
+        ssi_profile_free(p0);
+    }
+}
+
+/* Stress: real clock, random copy delays, every variation at once, small sizes. */
+static void t_stress(void) {
+    ss_profile *p0 = gen_long(4, 2, 1024), *p = NULL;
+    CHECK(p0 != NULL);
+    if (!p0) return;
+    CHECK_OK(ssi_replay_normalize(p0, &p));
+    uint64_t pk = unconstrained_peak(p);
+    for (uint64_t div = 2; div <= 3; div++) {   /* half the activations, two seeds (a third
+                                                   is below this profile's largest tensor) */
+        uint64_t budget = p->base_bytes + (pk - p->base_bytes) / 2;
+        ssi_replay_config rc = stage_cfg(budget, 12);
+        rc.opts.sim_virtual_clock = 0;
+        rc.opts.sim_jitter_us = 40;
+        rc.opts.sim_d2h_gbps = rc.opts.sim_h2d_gbps = 20;
+        rc.opts.seed = 1000 + div;
+        rc.time.iter_seconds = 4e-3;
+        rc.vary_from = 0;
+        rc.vary_seq = 0.3;
+        rc.vary_experts = 0.3;
+        rc.skip_ops = 0.05;
+        rc.eval_every = 4;
+        rc.extra_first = 3;
+        ssi_replay_result r;
+        char err[256];
+        CHECK_OK(ssi_replay_run(p, &rc, &r, err, sizeof err));
+        check_clean(&r, budget, "stress");
+        CHECK_EQ_U64(r.iters, 12);
+        CHECK(r.swapped_bytes > 0);
+        uint64_t ev = 0;
+        for (uint32_t i = 0; r.it && i < r.iters; i++) ev += r.it[i].x.evictions;
+        CHECK_EQ_U64(ev, r.evictions);
+        fprintf(stderr, "  stress /%llu: evictions %llu misses %llu stalls %llu plans %llu\n",
+                (unsigned long long)div, (unsigned long long)r.evictions,
+                (unsigned long long)r.misses, (unsigned long long)r.stalls,
+                (unsigned long long)r.plans_made);
+        ssi_replay_result_free(&r);
+    }
+    ssi_profile_free(p);
+    ssi_profile_free(p0);
+}
+
+/* offload-all: everything out at save, back at load; the stock release mode on the same run. */
+static void t_offload_all_and_stock(void) {
+    ss_profile *p0 = gen_long(0, 0, 512), *p = NULL;
+    CHECK(p0 != NULL);
+    if (!p0) return;
+    CHECK_OK(ssi_replay_normalize(p0, &p));
+    uint64_t pk = unconstrained_peak(p);
+    ssi_replay_config rc = stage_cfg(pk + pk / 8, 3);
+    rc.mode = SS_SWAP_OFFLOAD_ALL;
+    ssi_replay_result r;
+    char err[256];
+    CHECK_OK(ssi_replay_run(p, &rc, &r, err, sizeof err));
+    check_clean(&r, pk + pk / 8, "offload-all");
+    uint64_t saved = 0;
+    for (uint32_t t = 0; t < p->ntensors; t++)
+        if ((p->tensors[t].flags & SS_TENSOR_SAVED) && p->tensors[t].nuses) saved += p->tensors[t].bytes;
+    CHECK(r.swapped_bytes >= 3 * saved - 3 * saved / 10);
+    CHECK(r.swapped_in_bytes > 0);
+    CHECK_EQ_U64(r.evictions, 0);
+    ssi_replay_result_free(&r);
+    /* stock release emulation, stage-driven, at half the peak */
+    rc = stage_cfg(pk / 2, 5);
+    rc.opts.release_mode = SS_RELEASE_MODE_STOCK;
+    CHECK_OK(ssi_replay_run(p, &rc, &r, err, sizeof err));
+    check_clean(&r, pk / 2, "stock");
+    CHECK(r.swapped_bytes > 0);
+    ssi_replay_result_free(&r);
+    ssi_profile_free(p);
+    ssi_profile_free(p0);
+}
+
+/* A budget below the model's own state: a clear error, no crash. */
+static void t_too_small(void) {
+    ss_profile *p = gen_long(0, 0, 128);
+    CHECK(p != NULL);
+    if (!p) return;
+    ssi_replay_config rc = stage_cfg(p->base_bytes / 2, 2);
+    ssi_replay_result r;
+    char err[256] = "";
+    ss_status st = ssi_replay_run(p, &rc, &r, err, sizeof err);
+    CHECK(st != SS_OK);
+    CHECK(strstr(err, "budget") != NULL);
+    ssi_replay_result_free(&r);
+    ssi_profile_free(p);
+}
+
 int main(void) {
     ss_log_set(ss_log_stderr, NULL, SS_LOG_WARN);
     RUN(t_exact_vs_sim);
+    RUN(t_stage_budgets);
+    RUN(t_vary_shapes);
+    RUN(t_offload_all_and_stock);
+    RUN(t_stress);
+    RUN(t_too_small);
     return test_summary();
 }
