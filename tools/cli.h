@@ -14,6 +14,7 @@ int cmd_demo_device(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 
 /* Prints "smartswap <cmd>: error: <msg>" and, when hint is non-NULL, "  hint: <hint>" to stderr. */

@@ -17,6 +17,7 @@ static const command commands[] = {
     {"demo-device", cmd_demo_device, "a short demonstration of the device layer on cpu-sim"},
     {"trace", cmd_trace, "trace gen | trace stats: synthetic profiles of training iterations"},
     {"plan", cmd_plan, "plan swaps for a profile under a budget"},
+    {"replay", cmd_replay, "run a profile on a device with real buffers, swapping and checking every read"},
     {"train", cmd_train, "train the reference Llama-style model (gpt/) under a memory budget"},
     {"simulate", cmd_simulate, "four memory strategies side by side, and how far each one scales"},
 };
