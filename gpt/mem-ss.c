@@ -43,6 +43,18 @@ static void ssb_destroy(void *user) {
 
 int gpt_mem_init_ss(gpt_mem *m, const char *name, const ss_options *opts, uint64_t budget, char *err,
                     size_t errlen) {
+    return gpt_mem_init_ss_ex(m, name, opts, budget, 0, err, errlen);
+}
+
+uint64_t gpt_mem_segment_for(uint64_t budget) {
+    if (!budget) return 0;
+    uint64_t seg = 64u << 10;
+    while (seg < (2u << 20) && seg * 2 <= budget / 32) seg *= 2;
+    return seg;
+}
+
+int gpt_mem_init_ss_ex(gpt_mem *m, const char *name, const ss_options *opts, uint64_t budget,
+                       uint64_t segment_bytes, char *err, size_t errlen) {
     ss_options o = opts ? *opts : ss_options_default();
     if (budget && o.sim_capacity_bytes < budget) o.sim_capacity_bytes = budget;
     ss_backend *s = calloc(1, sizeof *s);
@@ -55,6 +67,7 @@ int gpt_mem_init_ss(gpt_mem *m, const char *name, const ss_options *opts, uint64
     }
     ss_alloc_config c = ss_alloc_config_default();
     c.budget_bytes = budget;
+    if (segment_bytes) c.segment_bytes = segment_bytes;
     st = ss_alloc_new(s->dev, &c, &s->alloc);
     if (st != SS_OK) {
         snprintf(err, errlen, "cannot create the allocator on '%s': %s", name, ss_status_str(st));

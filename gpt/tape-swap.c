@@ -16,7 +16,7 @@ static void sw_iter_begin(void *user, int step) {
     gpt_ssswap *s = user;
     (void)step;
     s->op_hash = 1469598103934665603ull;
-    s->ops = s->saves = s->blocks = s->saved_bytes = 0;
+    s->ops = s->saves = s->blocks = s->saved_bytes = s->block_bytes = 0;
     ss_status st = ss_ctx_iter_begin(s->ctx);
     if (st) fail(s, "ss_ctx_iter_begin", st);
 }
@@ -63,6 +63,7 @@ static int sw_save(void *user, gpt_buf *buf, const gpt_save_info *info, uint64_t
         if (st) return fail(s, "ss_ctx_save_block", st);
         buf->ext = h;
         s->blocks++;
+        s->block_bytes += info->bytes;
     }
     buf->ext_refs++;
     gpt_buf_ref(buf);

@@ -28,6 +28,8 @@ typedef struct gpt_ssswap {
     uint32_t        ids[32];
     int             nnames;
     uint64_t        op_hash, ops, saves, blocks, saved_bytes;   /* this iteration */
+    uint64_t        block_bytes; /* this iteration: bytes of the distinct blocks handed to the
+                                    context (what the link would move to swap them all) */
     ss_iter_report  last;
     char            err[256];
 } gpt_ssswap;

@@ -3,16 +3,22 @@
  * fixed-format line per step. The operator sequence can vary between iterations the way real
  * training varies it (--seq S1:S2, --moe E:K, --eval-every N, --accum N, the lazily created
  * optimizer state), and the smartswap context's plans can be kept across runs (--save-plan,
- * --plan). The memory modes none and recompute run now; smartswap and offload-all need the
- * executor and say so.
+ * --plan). Memory modes: none (everything resident), recompute (layers re-run in backward),
+ * smartswap (saved blocks handed to a smartswap context with the executor on: plans, prefetch,
+ * predicted-point release, eviction fallback) and offload-all (the save_on_cpu baseline through
+ * the same executor). In the swapping modes cpu-sim's link is calibrated per run
+ * (docs/performance-model.md) unless --d2h-gbps / --h2d-gbps give it.
  */
+#include "calib.h"
 #include "cli.h"
 #include "data.h"
 #include "kernels.h"
 #include "mem-ss.h"
 #include "model.h"
+#include "smartswap-exec.h"
 #include "smartswap-plans.h"
 #include "tape-ss.h"
+#include "tape-swap.h"
 #include "train.h"
 
 #include <math.h>
@@ -57,6 +63,19 @@ static void usage(FILE *f) {
             "  --plan FILE       start from the plans of an earlier run (written by --save-plan): known\n"
             "                    sequences skip warm-up and profiling\n"
             "  --save-plan FILE  write the smartswap context's cached plans after the last step\n"
+            "  --min-swap SIZE   smartswap: saved tensors smaller than this stay resident (default: B x S1 x H\n"
+            "                    bytes, at most 64KiB; SMARTSWAP_MIN_SWAP also sets it)\n"
+            "  --host-mem SIZE   cap on host memory for swapped tensors (default: none)\n"
+            "  --plan-headroom F smartswap: plan for (1 - F) x budget; the rest absorbs the allocator's\n"
+            "                    fragmentation, which the planner's simulation underestimates (default 0.10)\n"
+            "  --segment SIZE    allocator segment size (default with --budget: budget/32 as a power of two,\n"
+            "                    64KiB..2MiB; else 2MiB)\n"
+            "link (cpu-sim, swapping modes):\n"
+            "  --ratio-scale X   multiply the reference copy:compute ratio (Llama-2-7B on H200 over 55 GB/s,\n"
+            "                    1.131); e.g. 0.122 for a 450 GB/s NVLink-C2C-class link (default 1)\n"
+            "  --calib-steps N   steps of the calibration pass that measures compute time and saved bytes\n"
+            "                    (the first is not measured; default 3)\n"
+            "  --d2h-gbps X, --h2d-gbps X   set the link instead of calibrating it\n"
             "output:\n"
             "  --log FILE        one JSON object per step\n"
             "  --save-weights FILE  the weights after the last step (GPTW v1, docs/trainer.md)\n"
@@ -91,8 +110,11 @@ typedef struct flags {
     int         seq_min;
     double      lr;
     const char *data, *device, *log, *save, *plan_in, *plan_out;
-    uint64_t    budget;
-    int         mode, quiet;
+    uint64_t    budget, min_swap, host_mem;
+    int         mode, quiet, min_swap_set, host_mem_set, budget_given;
+    double      ratio_scale, d2h_gbps, h2d_gbps, headroom;
+    uint64_t    segment;
+    long        calib_steps;
 } flags;
 
 /* "A:B" with lo <= A <= B <= hi (or a single number A when single is allowed: B = A). */
@@ -126,6 +148,9 @@ static int parse(int argc, char **argv, flags *fl) {
     fl->data = NULL; fl->device = "cpu-sim"; fl->log = NULL; fl->save = NULL;
     fl->plan_in = NULL; fl->plan_out = NULL;
     fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0;
+    fl->min_swap = 0; fl->host_mem = 0; fl->min_swap_set = fl->host_mem_set = fl->budget_given = 0;
+    fl->ratio_scale = 0; fl->d2h_gbps = fl->h2d_gbps = 0; fl->calib_steps = 3;
+    fl->headroom = 0.10; fl->segment = 0;
     for (int i = 1; i < argc;) {
         const char *v;
         long n;
@@ -181,6 +206,29 @@ static int parse(int argc, char **argv, flags *fl) {
             if (r < 0 || cli_double(CMD, "lr", v, 0, 10, &fl->lr)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "budget", &v))) {
             if (r < 0 || cli_size(CMD, "budget", v, &fl->budget)) return 2;
+            fl->budget_given = 1;
+        } else if ((r = cli_flag(argc, argv, &i, "min-swap", &v))) {
+            if (r < 0 || cli_size(CMD, "min-swap", v, &fl->min_swap)) return 2;
+            fl->min_swap_set = 1;
+        } else if ((r = cli_flag(argc, argv, &i, "host-mem", &v))) {
+            if (r < 0 || cli_size(CMD, "host-mem", v, &fl->host_mem)) return 2;
+            fl->host_mem_set = 1;
+        } else if ((r = cli_flag(argc, argv, &i, "plan-headroom", &v))) {
+            if (r < 0 || cli_double(CMD, "plan-headroom", v, 0, 0.9, &fl->headroom)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "segment", &v))) {
+            if (r < 0 || cli_size(CMD, "segment", v, &fl->segment)) return 2;
+            if (fl->segment % 256 || fl->segment < 4096) {
+                cli_error(CMD, "give a multiple of 256 bytes, at least 4KiB", "--segment: bad size '%s'", v);
+                return 2;
+            }
+        } else if ((r = cli_flag(argc, argv, &i, "ratio-scale", &v))) {
+            if (r < 0 || cli_double(CMD, "ratio-scale", v, 0.001, 1000, &fl->ratio_scale)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "d2h-gbps", &v))) {
+            if (r < 0 || cli_double(CMD, "d2h-gbps", v, 1e-6, 1e6, &fl->d2h_gbps)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "h2d-gbps", &v))) {
+            if (r < 0 || cli_double(CMD, "h2d-gbps", v, 1e-6, 1e6, &fl->h2d_gbps)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "calib-steps", &v))) {
+            if (r < 0 || cli_int(CMD, "calib-steps", v, 2, 1000, &fl->calib_steps)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "mode", &v))) {
             if (r < 0) return 2;
             fl->mode = gpt_mode_parse(v);
@@ -233,14 +281,13 @@ int cmd_train(int argc, char **argv) {
         cli_error(CMD, "the trainer runs on --device cpu-sim", "--device: unknown device '%s'", fl.device);
         return 2;
     }
-    if (fl.mode == GPT_MODE_SMARTSWAP || fl.mode == GPT_MODE_OFFLOAD_ALL) {
-        cli_error(CMD, "use --mode none or --mode recompute for now",
-                  "--mode %s is not available yet: it needs the smartswap executor (the swap engine), which "
-                  "has not landed in this build", gpt_mode_name((gpt_mode)fl.mode));
-        return 1;
-    }
+    int swapping = fl.mode == GPT_MODE_SMARTSWAP || fl.mode == GPT_MODE_OFFLOAD_ALL;
     ss_options opts;
     if (cli_options_init(CMD, &opts)) return 2;
+    if (fl.ratio_scale > 0) opts.sim_ratio_scale = fl.ratio_scale;
+    if (fl.host_mem_set) opts.host_mem_bytes = fl.host_mem;
+    if (fl.min_swap_set) opts.min_swap_bytes = fl.min_swap;
+    else if (!getenv("SMARTSWAP_MIN_SWAP")) opts.min_swap_bytes = gpt_min_swap_default(c, fl.seq_min);
     if (fl.threads > 0) {
 #ifdef _OPENMP
         omp_set_num_threads((int)fl.threads);
@@ -269,30 +316,80 @@ int cmd_train(int argc, char **argv) {
         gpt_data_free(&data);
         return 1;
     }
+    gpt_schedule sch = {c->batch, fl.seq_min, c->seq, (int)fl.accum, (int)fl.eval_every, (uint64_t)fl.seed,
+                        (float)fl.lr};
+    /* the swapping modes: cpu-sim's link, calibrated on this machine for this workload unless
+     * both directions are given (docs/performance-model.md) */
+    gpt_calib cal;
+    memset(&cal, 0, sizeof cal);
+    double calib_s = 0;
+    if (swapping && (fl.d2h_gbps <= 0 || fl.h2d_gbps <= 0)) {
+        double t0 = now_s();
+        if (gpt_calib_measure(c, &data, &sch, (uint64_t)fl.seed, (int)fl.calib_steps, opts.sim_ratio_scale, &cal, err,
+                              sizeof err)) {
+            cli_error(CMD, "give the link with --d2h-gbps and --h2d-gbps to skip the calibration", "%s", err);
+            gpt_data_free(&data);
+            return 1;
+        }
+        calib_s = now_s() - t0;
+    }
+    if (swapping) {
+        opts.sim_d2h_gbps = fl.d2h_gbps > 0 ? fl.d2h_gbps : cal.gbps;
+        opts.sim_h2d_gbps = fl.h2d_gbps > 0 ? fl.h2d_gbps : cal.gbps;
+        /* the policy plans for the budget less a headroom (as the replay driver does): the
+         * recorded profile folds each operator's temporaries into one block, and the real
+         * allocator fragments more than the simulated one */
+        opts.budget_bytes = fl.budget - (uint64_t)((double)fl.budget * fl.headroom);
+    }
     gpt_mem mem;
-    if (gpt_mem_init_ss(&mem, fl.device, &opts, fl.budget, err, sizeof err)) {
+    uint64_t segment = fl.segment ? fl.segment : (fl.budget_given || opts.budget_bytes) ? gpt_mem_segment_for(fl.budget) : 0;
+    if (gpt_mem_init_ss_ex(&mem, fl.device, &opts, fl.budget, segment, err, sizeof err)) {
         cli_error(CMD, NULL, "%s", err);
         gpt_data_free(&data);
         return 1;
     }
-    /* saved tensors stay resident (gpt_keep); every call is also reported to a smartswap
-     * framework context, which profiles the operator sequence and runs its stage machine */
+    /* none, recompute: saved tensors stay resident (gpt_keep); every call is also reported to a
+     * smartswap framework context, which profiles the operator sequence and runs its stage
+     * machine. smartswap, offload-all: every saved block is handed to a context with the
+     * executor on (tape-swap.c), which may copy it out, free it and bring it back. */
     gpt_ssprof prof;
-    if (gpt_ssprof_init(&prof, &mem, &opts)) {
-        cli_error(CMD, NULL, "%s", prof.err);
-        gpt_mem_destroy(&mem);
-        gpt_data_free(&data);
-        return 1;
+    gpt_ssswap sw;
+    memset(&prof, 0, sizeof prof);
+    memset(&sw, 0, sizeof sw);
+    gpt_hooks hooks;
+    ss_ctx_t *ctx;
+    if (swapping) {
+        mem.budget = 0;   /* the allocator's budget rules: gpt_mem still counts swapped-out blocks */
+        ss_status est = SS_OK;
+        if (gpt_ssswap_init(&sw, &mem, &opts) ||
+            (est = ss_ctx_enable_swap(sw.ctx, fl.mode == GPT_MODE_SMARTSWAP ? SS_SWAP_SMARTSWAP : SS_SWAP_OFFLOAD_ALL))) {
+            if (est) cli_error(CMD, NULL, "ss_ctx_enable_swap: %s", ss_status_str(est));
+            else cli_error(CMD, NULL, "%s", sw.err);
+            gpt_ssswap_free(&sw);
+            gpt_mem_destroy(&mem);
+            gpt_data_free(&data);
+            return 1;
+        }
+        hooks = gpt_hooks_ssswap(&sw);
+        ctx = sw.ctx;
+    } else {
+        if (gpt_ssprof_init(&prof, &mem, &opts)) {
+            cli_error(CMD, NULL, "%s", prof.err);
+            gpt_mem_destroy(&mem);
+            gpt_data_free(&data);
+            return 1;
+        }
+        hooks = gpt_hooks_ssprof(&prof);
+        ctx = prof.ctx;
     }
-    gpt_keep *keepp = &prof.keep;
-    gpt_hooks hooks = gpt_hooks_ssprof(&prof);
+    const ss_iter_report *lastrep = swapping ? &sw.last : &prof.last;
     gpt_model m;
-    int rc = 0;
+    memset(&m, 0, sizeof m);
+    int rc = 0, have_model = 0;
     FILE *log = NULL;
-    gpt_schedule sch = {c->batch, fl.seq_min, c->seq, (int)fl.accum, (int)fl.eval_every, (uint64_t)fl.seed,
-                        (float)fl.lr};
     gpt_batch_buf bb = {NULL, NULL};
     if (gpt_batch_buf_init(&bb, &sch)) { cli_error(CMD, NULL, "out of host memory"); rc = 1; goto out; }
+    have_model = 1;
     if (gpt_model_init(&m, c, &mem, &hooks, (gpt_mode)fl.mode, (uint64_t)fl.seed)) {
         cli_error(CMD, "raise --budget", "%s", m.errmsg);
         rc = 1;
@@ -300,7 +397,7 @@ int cmd_train(int argc, char **argv) {
     }
     uint32_t plans_loaded = 0;
     if (fl.plan_in) {
-        ss_status pst = ss_ctx_plans_load(prof.ctx, fl.plan_in, &plans_loaded, err, sizeof err);
+        ss_status pst = ss_ctx_plans_load(ctx, fl.plan_in, &plans_loaded, err, sizeof err);
         if (pst) {
             cli_error(CMD, "pass a file written by smartswap train --save-plan, or drop --plan",
                       "--plan: %s (%s)", err, ss_status_str(pst));
@@ -326,9 +423,25 @@ int cmd_train(int argc, char **argv) {
     printf("  accum %ld  steps %ld  lr %g  seed %ld  AdamW(%.2f, %.3f, wd %.2f, state created at step 1)\n",
            fl.accum, fl.steps, fl.lr, fl.seed, c->beta1, c->beta2, c->weight_decay);
     if (fl.eval_every) printf("  eval     forward-only iteration after every %ld steps\n", fl.eval_every);
-    printf("  memory   device %s  budget %s  state %s  mode %s  allocator %s\n", fl.device,
+    printf("  memory   device %s  budget %s  state %s  mode %s  allocator %s (segments %s)\n", fl.device,
            gpt_fmt_bytes(fl.budget, a, sizeof a), gpt_fmt_bytes(state, b, sizeof b), gpt_mode_name((gpt_mode)fl.mode),
-           mem.be.name);
+           mem.be.name, gpt_fmt_bytes(segment ? segment : ss_alloc_config_default().segment_bytes, d, sizeof d));
+    if (swapping) {
+        printf("  swap     %s executor  min-swap %s  host-mem %s  release %s  plan for %.0f %% of the budget\n",
+               fl.mode == GPT_MODE_SMARTSWAP ? "smartswap (plans, prefetch, eviction fallback)"
+                                             : "offload-all (every saved tensor out at save, back at load)",
+               gpt_fmt_bytes(opts.min_swap_bytes, a, sizeof a),
+               opts.host_mem_bytes ? gpt_fmt_bytes(opts.host_mem_bytes, b, sizeof b) : "no cap",
+               opts.release_mode ? "stock" : "predicted", 100.0 * (1.0 - fl.headroom));
+        if (cal.steps)
+            printf("  link     cpu-sim d2h %.4g GB/s  h2d %.4g GB/s  (calibrated: a step saves %s and computes "
+                   "%.1f ms here, mean of %d steps; copy:compute %.3f x ratio-scale %g as for %s; pass took %.1f s)\n",
+                   opts.sim_d2h_gbps, opts.sim_h2d_gbps, gpt_fmt_bytes((uint64_t)cal.saved_bytes, d, sizeof d),
+                   cal.compute_s * 1e3, cal.steps, cal.ratio, cal.scale, ss_calib_default().name, calib_s);
+        else
+            printf("  link     cpu-sim d2h %.4g GB/s  h2d %.4g GB/s  (given by --d2h-gbps/--h2d-gbps)\n",
+                   opts.sim_d2h_gbps, opts.sim_h2d_gbps);
+    }
     if (fl.plan_in) printf("  plans    %u loaded from %s\n", plans_loaded, fl.plan_in);
     printf("  data     %s, %zu bytes\n", data.source, data.n);
     printf("  kernels  %s, %d thread%s\n", gpt_kernels_describe(), threads, threads == 1 ? "" : "s");
@@ -353,23 +466,33 @@ int cmd_train(int argc, char **argv) {
                        : gpt_train_step(&m, &data, &sch, (int)s, &bb, &loss);
             iter++;
             done++;
+            if (!e && swapping && sw.err[0]) {
+                snprintf(m.errmsg, sizeof m.errmsg, "smartswap context: %s", sw.err);
+                e = 1;
+            }
             if (e) {
                 if (bar) clear_progress();
-                cli_error(CMD, "raise --budget, or use --mode recompute to keep fewer activations",
+                cli_error(CMD, swapping ? "raise --budget (or --host-mem), or lower --min-swap so that more can be swapped"
+                                        : "raise --budget, or use --mode smartswap or recompute to keep fewer activations",
                           "%s %ld: %s", ev ? "evaluation after step" : "step", ev ? s + 1 : s, m.errmsg);
                 rc = 1;
                 goto out_model;
             }
             double ms = (now_s() - t0) * 1e3;
-            const char *stage = prof.failed ? "off" : ss_stage_name(prof.last.stage);
-            const char *pev = prof.failed || (unsigned)prof.last.plan_event > 4 ? "-" : events[prof.last.plan_event];
+            const char *stage = prof.failed ? "off" : ss_stage_name(lastrep->stage);
+            const char *pev = prof.failed || (unsigned)lastrep->plan_event > 4 ? "-" : events[lastrep->plan_event];
+            ss_exec_report er;
+            memset(&er, 0, sizeof er);
+            if (swapping) ss_ctx_exec_report(ctx, &er);
             if (prof.failed && !prof_warned) {
                 if (bar) clear_progress();
                 fprintf(stderr, "smartswap train: warning: %s\n", prof.err);
                 prof_warned = 1;
             }
             double tps = (double)m.stats.tokens / (ms * 1e-3);
-            uint64_t peak = m.stats.peak_bytes;
+            /* device peak: the trainer's own count, or, when blocks are swapped out, the allocator's
+             * bytes in use as the executor saw them (gpt_mem still counts swapped-out blocks) */
+            uint64_t peak = swapping ? er.peak_bytes : m.stats.peak_bytes;
             if (peak > peak_max) peak_max = peak;
             if (m.stats.act_peak_bytes > act_peak_max) act_peak_max = m.stats.act_peak_bytes;
             if (ev) {
@@ -383,29 +506,35 @@ int cmd_train(int argc, char **argv) {
             if (!fl.quiet) {
                 if (bar) clear_progress();
                 if (ev)
-                    printf("eval  %5ld/%ld | loss %.6f | %8.1f ms | %9.0f tok/s | peak %10s | swapped %10s | stage %s | plan %s\n",
-                           s + 1, fl.steps, loss, ms, tps, gpt_fmt_bytes(peak, a, sizeof a), gpt_fmt_bytes(0, d, sizeof d),
-                           stage, pev);
+                    printf("eval  %5ld/%ld | loss %.6f | %8.1f ms | %9.0f tok/s | peak %10s | swapped %10s | stage %s | plan %s",
+                           s + 1, fl.steps, loss, ms, tps, gpt_fmt_bytes(peak, a, sizeof a),
+                           gpt_fmt_bytes(er.swapped_out_bytes, d, sizeof d), stage, pev);
                 else
-                    printf("step  %5ld/%ld | loss %.6f | %8.1f ms | %9.0f tok/s | peak %10s | swapped %10s | stage %s | plan %s\n",
-                           s + 1, fl.steps, loss, ms, tps, gpt_fmt_bytes(peak, a, sizeof a), gpt_fmt_bytes(0, d, sizeof d),
-                           stage, pev);
+                    printf("step  %5ld/%ld | loss %.6f | %8.1f ms | %9.0f tok/s | peak %10s | swapped %10s | stage %s | plan %s",
+                           s + 1, fl.steps, loss, ms, tps, gpt_fmt_bytes(peak, a, sizeof a),
+                           gpt_fmt_bytes(er.swapped_out_bytes, d, sizeof d), stage, pev);
+                if (swapping) printf(" | evict %u | stall %u", er.evictions, er.stalls);
+                printf("\n");
                 fflush(stdout);
             }
             if (log) {
                 fprintf(log, "{\"step\": %ld, \"kind\": \"%s\", \"iter\": %d, \"loss\": %.9g, \"loss_hex\": \"%a\", "
                              "\"ms\": %.3f, \"tokens\": %llu, \"tokens_per_s\": %.1f, \"micro\": %llu, "
-                             "\"peak_bytes\": %llu, \"act_peak_bytes\": %llu, \"swapped_bytes\": 0, \"stage\": \"%s\", "
+                             "\"peak_bytes\": %llu, \"act_peak_bytes\": %llu, \"swapped_bytes\": %llu, "
+                             "\"swapped_in_bytes\": %llu, \"evictions\": %u, \"evicted_bytes\": %llu, \"stalls\": %u, "
+                             "\"stall_ms\": %.3f, \"misses\": %u, \"stage\": \"%s\", "
                              "\"mode\": \"%s\", \"ops\": %llu, \"saved_bytes\": %llu, \"experts_run\": %llu, "
                              "\"experts_idle\": %llu, \"op_hash\": \"%016llx\", \"ss_seq_hash\": \"%016llx\", "
                              "\"ss_plan_event\": %d}\n",
                         s + 1, ev ? "eval" : "train", iter - 1, loss, loss, ms, (unsigned long long)m.stats.tokens, tps,
                         (unsigned long long)m.stats.micro, (unsigned long long)peak,
-                        (unsigned long long)m.stats.act_peak_bytes, stage, gpt_mode_name((gpt_mode)fl.mode),
+                        (unsigned long long)m.stats.act_peak_bytes, (unsigned long long)er.swapped_out_bytes,
+                        (unsigned long long)er.swapped_in_bytes, er.evictions, (unsigned long long)er.evicted_bytes,
+                        er.stalls, er.stall_s * 1e3, er.misses, stage, gpt_mode_name((gpt_mode)fl.mode),
                         (unsigned long long)m.stats.ops, (unsigned long long)m.stats.saved_bytes,
                         (unsigned long long)m.stats.experts_run, (unsigned long long)m.stats.experts_idle,
-                        (unsigned long long)keepp->op_hash, (unsigned long long)prof.last.seq_hash,
-                        (int)prof.last.plan_event);
+                        (unsigned long long)(swapping ? sw.op_hash : prof.keep.op_hash),
+                        (unsigned long long)lastrep->seq_hash, (int)lastrep->plan_event);
                 fflush(log);
             }
             if (bar) progress((int)done, (int)total, now_s() - t_start);
@@ -419,7 +548,7 @@ int cmd_train(int argc, char **argv) {
     }
     uint32_t plans_saved = 0;
     if (fl.plan_out) {
-        ss_status pst = ss_ctx_plans_save(prof.ctx, fl.plan_out, &plans_saved, err, sizeof err);
+        ss_status pst = ss_ctx_plans_save(ctx, fl.plan_out, &plans_saved, err, sizeof err);
         if (pst) {
             cli_error(CMD, "check the path", "--save-plan: %s (%s)", err, ss_status_str(pst));
             rc = 1;
@@ -432,30 +561,60 @@ int cmd_train(int argc, char **argv) {
         ss_alloc_get_stats(gpt_mem_ss_alloc(&mem), &as);
         ss_ctx_stats cs;
         memset(&cs, 0, sizeof cs);
-        ss_ctx_get_stats(prof.ctx, &cs);
+        ss_ctx_get_stats(ctx, &cs);
+        ss_exec_report tot;
+        memset(&tot, 0, sizeof tot);
+        if (swapping) ss_ctx_exec_totals(ctx, &tot);
+        /* the true peak: the allocator's bytes in use at its highest, everything included */
+        if (swapping && as.peak_in_use_bytes > peak_max) peak_max = as.peak_in_use_bytes;
         double mean = steady_n ? t_steady / steady_n : 0;
         printf("summary: %ld steps in %.2f s | loss %.6f -> %.6f | %.1f ms/step, %.0f tok/s (after step 1)\n", fl.steps,
                now_s() - t_start, first_loss, last_loss, mean, t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0);
         if (evals) printf("  %llu evaluation iterations, last eval loss %.6f\n", (unsigned long long)evals, last_eval);
-        printf("  device peak %s of %s budget (state %s, activations peak %s; allocator reserved peak %s) | "
-               "swapped 0 B | mode %s\n", gpt_fmt_bytes(peak_max, a, sizeof a), gpt_fmt_bytes(fl.budget, b, sizeof b),
-               gpt_fmt_bytes(state, d, sizeof d), gpt_fmt_bytes(act_peak_max, err, 32),
-               gpt_fmt_bytes(as.peak_reserved_bytes, err + 64, 32), gpt_mode_name((gpt_mode)fl.mode));
+        printf("  device peak %s of %s budget (state %s, activations %s %s; allocator reserved peak %s) | "
+               "swapped %s | mode %s\n", gpt_fmt_bytes(peak_max, a, sizeof a), gpt_fmt_bytes(fl.budget, b, sizeof b),
+               gpt_fmt_bytes(state, d, sizeof d), swapping ? "demand" : "peak", gpt_fmt_bytes(act_peak_max, err, 32),
+               gpt_fmt_bytes(as.peak_reserved_bytes, err + 64, 32), gpt_fmt_bytes(tot.swapped_out_bytes, err + 128, 32),
+               gpt_mode_name((gpt_mode)fl.mode));
+        if (swapping)
+            printf("  executor: swapped out %s, in %s (%u out, %u in) | evictions %u (%s) | stalls %u (%.1f ms) | "
+                   "misses %u | host pool peak %s | host-full %u\n",
+                   gpt_fmt_bytes(tot.swapped_out_bytes, a, sizeof a), gpt_fmt_bytes(tot.swapped_in_bytes, b, sizeof b),
+                   tot.swap_outs, tot.swap_ins, tot.evictions, gpt_fmt_bytes(tot.evicted_bytes, d, sizeof d), tot.stalls,
+                   tot.stall_s * 1e3, tot.misses, gpt_fmt_bytes(tot.host_peak_bytes, err, 32), tot.host_full);
         printf("  smartswap context: %llu iterations (%llu warmup, %llu detailed), plans made %llu, cached %llu, "
                "cache hits %llu, misses %llu%s\n", (unsigned long long)cs.iters, (unsigned long long)cs.iters_warmup,
                (unsigned long long)cs.detailed_iters, (unsigned long long)cs.plans_made,
                (unsigned long long)cs.cache_entries, (unsigned long long)cs.cache_hits,
                (unsigned long long)cs.cache_misses, prof.failed ? " (profiling stopped: see the warning)" : "");
+        if (swapping) {
+            /* machine-readable totals for scripts (make demo) */
+            printf("totals: mode=%s budget=%llu peak=%llu swapped_out=%llu swapped_in=%llu evictions=%u stalls=%u "
+                   "stall_ms=%.3f misses=%u plans_cached=%llu plans_made=%llu cache_hits=%llu tok_per_s=%.1f "
+                   "d2h_gbps=%.6g\n", gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)fl.budget,
+                   (unsigned long long)peak_max, (unsigned long long)tot.swapped_out_bytes,
+                   (unsigned long long)tot.swapped_in_bytes, tot.evictions, tot.stalls, tot.stall_s * 1e3, tot.misses,
+                   (unsigned long long)cs.cache_entries, (unsigned long long)cs.plans_made,
+                   (unsigned long long)cs.cache_hits, t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0,
+                   opts.sim_d2h_gbps);
+        } else {
+            printf("totals: mode=%s budget=%llu peak=%llu swapped_out=0 swapped_in=0 evictions=0 stalls=0 stall_ms=0 "
+                   "misses=0 plans_cached=%llu plans_made=%llu cache_hits=%llu tok_per_s=%.1f d2h_gbps=0\n",
+                   gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)fl.budget, (unsigned long long)peak_max,
+                   (unsigned long long)cs.cache_entries, (unsigned long long)cs.plans_made,
+                   (unsigned long long)cs.cache_hits, t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0);
+        }
         if (fl.plan_out) printf("  %u plans written to %s\n", plans_saved, fl.plan_out);
         printf("  last iteration: %llu operators reported, %llu tensors saved (%s)%s%s\n", (unsigned long long)m.stats.ops,
                (unsigned long long)m.stats.saves, gpt_fmt_bytes(m.stats.saved_bytes, a, sizeof a),
                fl.save ? "; weights written to " : "", fl.save ? fl.save : "");
     }
 out_model:
-    gpt_model_free(&m);
+    if (have_model) gpt_model_free(&m);
 out:
     if (log && fclose(log)) { cli_error(CMD, NULL, "--log: writing '%s' failed", fl.log); rc = 1; }
-    gpt_ssprof_free(&prof);
+    if (swapping) gpt_ssswap_free(&sw);
+    else gpt_ssprof_free(&prof);
     gpt_mem_destroy(&mem);
     gpt_data_free(&data);
     gpt_batch_buf_free(&bb);
