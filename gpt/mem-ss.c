@@ -46,10 +46,11 @@ int gpt_mem_init_ss(gpt_mem *m, const char *name, const ss_options *opts, uint64
     return gpt_mem_init_ss_ex(m, name, opts, budget, 0, err, errlen);
 }
 
-uint64_t gpt_mem_segment_for(uint64_t budget) {
+uint64_t gpt_mem_segment_for(uint64_t budget, uint64_t state) {
     if (!budget) return 0;
-    uint64_t seg = 64u << 10;
-    while (seg < (2u << 20) && seg * 2 <= budget / 32) seg *= 2;
+    uint64_t room = budget > state ? budget - state : 0;
+    uint64_t seg = 256;
+    while (seg < (2u << 20) && seg * 2 <= room / 32) seg *= 2;
     return seg;
 }
 

@@ -19,11 +19,12 @@ int gpt_mem_init_ss(gpt_mem *m, const char *name, const ss_options *opts, uint64
 int gpt_mem_init_ss_ex(gpt_mem *m, const char *name, const ss_options *opts, uint64_t budget,
                        uint64_t segment_bytes, char *err, size_t errlen);
 
-/* A segment size in proportion to a budget, for small models on cpu-sim: the power of two
- * nearest below budget / 32, between 64 KiB and the allocator's default 2 MiB (a budget of a
- * few MiB carved into 2 MiB segments fragments at once; large budgets keep the default).
- * budget 0: 0 (the default). */
-uint64_t gpt_mem_segment_for(uint64_t budget);
+/* A segment size in proportion to what a budget leaves for activations, for small models on
+ * cpu-sim: the power of two nearest below (budget - state) / 32, between 4 KiB and the
+ * allocator's default 2 MiB. A budget whose free room is a few MiB, carved into 2 MiB segments,
+ * fragments at once (a request that fits the budget finds no segment with room, and no new
+ * segment fits); large budgets keep the default. budget 0: 0 (the default). */
+uint64_t gpt_mem_segment_for(uint64_t budget, uint64_t state);
 
 /* The allocator and device behind a gpt_mem made by gpt_mem_init_ss (NULL otherwise). */
 ss_alloc_t *gpt_mem_ss_alloc(const gpt_mem *m);

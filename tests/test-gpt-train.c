@@ -15,6 +15,7 @@
  * `test-gpt-train --dump DIR` writes the golden inputs (weights.bin, batches.bin, config.json)
  * for scripts/golden_losses.py instead of testing.
  */
+#include "calib.h"
 #include "data.h"
 #include "mem-ss.h"
 #include "model.h"
@@ -463,19 +464,27 @@ typedef struct mode_run {
     gpt_mem    mem;
     gpt_ssswap sw;
     gpt_model  model;
-    uint64_t   swapped, evictions;
+    uint64_t   swapped, evictions, stalls, stable_evictions, stable_iters, peak;
     int        swap;
 } mode_run;
 
-/* A trainer whose saved blocks belong to a context with the executor switched on. */
+/* A trainer whose saved blocks belong to a context with the executor switched on, set up as
+ * `smartswap train` sets it up (tools/cmd-train.c): allocator segments in proportion to the
+ * room the budget leaves above the model's state, the policy planning for 90 % of that room,
+ * min-swap scaled to the model; cpu-sim on the real
+ * clock at its default 8 GB/s (bits do not depend on the link). */
 static int swap_open(mode_run *x, const gpt_config *c, const gpt_schedule *s, uint64_t budget) {
     char err[256];
-    if (gpt_mem_init_ss(&x->mem, "cpu-sim", NULL, budget, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+    if (gpt_mem_init_ss_ex(&x->mem, "cpu-sim", NULL, budget, gpt_mem_segment_for(budget, gpt_state_bytes(c)), err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
     x->mem.budget = 0;   /* the allocator's budget rules: swapped-out bytes still count in gpt_mem */
     ss_options o = ss_options_default();
     o.plan_cache_size = 32;
-    o.budget_bytes = budget;
-    o.sim_virtual_clock = 1;
+    uint64_t state = gpt_state_bytes(c);
+    o.budget_bytes = budget - (budget > state ? (budget - state) / 10 : 0);
+    o.min_swap_bytes = gpt_min_swap_default(c, s->seq_min);
     if (gpt_ssswap_init(&x->sw, &x->mem, &o)) { fprintf(stderr, "%s\n", x->sw.err); return 1; }
     ss_status st = ss_ctx_enable_swap(x->sw.ctx, x->mode == GPT_MODE_SMARTSWAP ? SS_SWAP_SMARTSWAP : SS_SWAP_OFFLOAD_ALL);
     if (st) { fprintf(stderr, "ss_ctx_enable_swap: %s\n", ss_status_str(st)); return 1; }
@@ -486,6 +495,20 @@ static int swap_open(mode_run *x, const gpt_config *c, const gpt_schedule *s, ui
     if (gpt_batch_buf_init(&x->r.bb, s)) return 1;
     x->swap = 1;
     return 0;
+}
+
+/* Adds the last iteration's executor report to the run's counters. */
+static void swap_account(mode_run *x) {
+    ss_exec_report er;
+    if (ss_ctx_exec_report(x->sw.ctx, &er) != SS_OK) return;
+    x->swapped += er.swapped_out_bytes;
+    x->evictions += er.evictions;
+    x->stalls += er.stalls;
+    if (er.peak_bytes > x->peak) x->peak = er.peak_bytes;
+    if (er.stage == SS_STAGE_STABLE) {
+        x->stable_iters++;
+        x->stable_evictions += er.evictions;
+    }
 }
 
 static void swap_close(mode_run *x) {
@@ -547,13 +570,7 @@ static void t_varying_exact(void) {
                 CHECK_MSG(0, "%s step %d: %s", gpt_mode_name(mr[i].mode), st, mm->errmsg);
                 fails++;
             }
-            if (mr[i].swap) {
-                ss_exec_report er;
-                if (ss_ctx_exec_report(mr[i].sw.ctx, &er) == SS_OK) {
-                    mr[i].swapped += er.swapped_out_bytes;
-                    mr[i].evictions += er.evictions;
-                }
-            }
+            if (mr[i].swap) swap_account(&mr[i]);
         }
         hashes[st] = mr[0].r.prof.last.seq_hash;
         for (int k = 0; k < st; k++) if (hashes[k] == hashes[st]) { repeats++; break; }
@@ -586,8 +603,9 @@ static void t_varying_exact(void) {
                 CHECK_MSG(xs.cache_hits > 0, "smartswap: no plan-cache hit (%llu plans)", (unsigned long long)xs.plans_made);
             fprintf(stderr, "     %s context: %llu plans made, %llu cache hits\n", gpt_mode_name(mr[i].mode),
                     (unsigned long long)xs.plans_made, (unsigned long long)xs.cache_hits);
-            fprintf(stderr, "     %s: %llu bytes swapped out over the run, %llu evictions\n", gpt_mode_name(mr[i].mode),
-                    (unsigned long long)mr[i].swapped, (unsigned long long)mr[i].evictions);
+            fprintf(stderr, "     %s: %llu bytes swapped out over the run, %llu evictions (%llu in %llu Stable iterations)\n",
+                    gpt_mode_name(mr[i].mode), (unsigned long long)mr[i].swapped, (unsigned long long)mr[i].evictions,
+                    (unsigned long long)mr[i].stable_evictions, (unsigned long long)mr[i].stable_iters);
         }
     }
     ss_ctx_stats cs;
@@ -600,6 +618,115 @@ static void t_varying_exact(void) {
             repeats, (unsigned long long)cs.plans_made, (unsigned long long)cs.cache_hits,
             (unsigned long long)cs.cache_misses, (unsigned long long)cs.detailed_iters);
     for (int i = 0; i < nm; i++) {
+        if (mr[i].swap) swap_close(&mr[i]);
+        else vr_close(&mr[i].r);
+    }
+}
+
+/* Issue 7's acceptance test: a configuration whose activations dominate its memory (8 layers
+ * of width 32, 8 x 64 tokens: activations are ~88 % of none's peak); each of recompute,
+ * smartswap and offload-all against none over I7_STEPS steps, the swapping modes under budgets
+ * of 1/2 and 1/4 of none's peak: every loss, every step's gradients and the final weights equal
+ * none's (memcmp), swapped bytes above zero, no out-of-memory, the allocator's peak within the
+ * budget; once Stable on this steady sequence, smartswap runs without eviction. */
+#define I7_STEPS 20
+static gpt_config i7_config(void) {
+    gpt_config c = gpt_config_default();
+    c.layers = 8; c.hidden = 32; c.heads = 4; c.kv_heads = 1; c.ffn = 96;
+    c.seq = 64; c.batch = 8; c.vocab = 256;
+    return c;
+}
+
+static void t_modes_budgets(void) {
+    gpt_config c = i7_config();
+    gpt_schedule s = {c.batch, c.seq, c.seq, 1, 0, 7, 1e-2f};
+    uint64_t peak = 0, state = gpt_state_bytes(&c);
+    {
+        vrun pre;
+        float l;
+        if (vr_open(&pre, &c, &s, GPT_MODE_NONE, 0)) { CHECK(0); return; }
+        for (int st = 0; st < 3; st++) {
+            CHECK(gpt_train_step(&pre.model, &pre.data, &s, st, &pre.bb, &l) == 0);
+            if (pre.model.stats.peak_bytes > peak) peak = pre.model.stats.peak_bytes;
+        }
+        vr_close(&pre);
+    }
+    CHECK_MSG(peak - state > 4 * state, "activations do not dominate: peak %llu, state %llu", (unsigned long long)peak,
+              (unsigned long long)state);
+    enum { NM = 6 };
+    static mode_run mr[NM];
+    memset(mr, 0, sizeof mr);
+    uint64_t budget[NM] = {0, 0, peak / 2, peak / 2, peak / 4, peak / 4};
+    gpt_mode modes[NM] = {GPT_MODE_NONE, GPT_MODE_RECOMPUTE, GPT_MODE_SMARTSWAP, GPT_MODE_OFFLOAD_ALL,
+                          GPT_MODE_SMARTSWAP, GPT_MODE_OFFLOAD_ALL};
+    for (int i = 0; i < NM; i++) {
+        budget[i] -= budget[i] % 256;
+        mr[i].mode = modes[i];
+        mr[i].same_loss = mr[i].same_grad = 1;
+        int e = i >= 2 ? swap_open(&mr[i], &c, &s, budget[i]) : vr_open(&mr[i].r, &c, &s, mr[i].mode, 0);
+        if (e) {
+            CHECK_MSG(0, "%s: cannot open", gpt_mode_name(mr[i].mode));
+            for (int k = 0; k < i; k++) if (mr[k].swap) swap_close(&mr[k]); else vr_close(&mr[k].r);
+            return;
+        }
+    }
+    int fails = 0;
+    uint64_t late_evictions[NM] = {0};
+    for (int st = 0; st < I7_STEPS && !fails; st++) {
+        float l[NM] = {0};
+        for (int i = 0; i < NM; i++) {
+            gpt_model *mm = mr[i].swap ? &mr[i].model : &mr[i].r.model;
+            if (gpt_train_step(mm, &mr[i].r.data, &s, st, &mr[i].r.bb, &l[i])) {
+                CHECK_MSG(0, "%s under %llu bytes, step %d: %s", gpt_mode_name(mr[i].mode),
+                          (unsigned long long)budget[i], st, mm->errmsg);
+                fails++;
+                continue;
+            }
+            if (mr[i].swap) {
+                uint64_t ev0 = mr[i].evictions;
+                swap_account(&mr[i]);
+                CHECK_MSG(!mr[i].sw.err[0], "%s: %s", gpt_mode_name(mr[i].mode), mr[i].sw.err);
+                if (st >= I7_STEPS / 2) late_evictions[i] += mr[i].evictions - ev0;
+            }
+        }
+        for (int i = 1; i < NM && !fails; i++) {
+            if (memcmp(&l[0], &l[i], sizeof l[0])) mr[i].same_loss = 0;
+            if (!same_params(&mr[0].r.model, mr[i].swap ? &mr[i].model : &mr[i].r.model, 1)) mr[i].same_grad = 0;
+        }
+    }
+    fprintf(stderr, "     %d layers, width %d, %d x %d tokens: none's peak %llu bytes (state %llu, activations %.0f %%), "
+            "%d steps\n", c.layers, c.hidden, c.batch, c.seq, (unsigned long long)peak, (unsigned long long)state,
+            100.0 * (double)(peak - state) / (double)peak, I7_STEPS);
+    for (int i = 1; i < NM; i++) {
+        const char *mn = gpt_mode_name(mr[i].mode);
+        gpt_model *mm = mr[i].swap ? &mr[i].model : &mr[i].r.model;
+        CHECK_MSG(mr[i].same_loss, "%s (budget %llu): a loss differs from none's", mn, (unsigned long long)budget[i]);
+        CHECK_MSG(mr[i].same_grad, "%s (budget %llu): a gradient differs from none's", mn, (unsigned long long)budget[i]);
+        CHECK_MSG(same_params(&mr[0].r.model, mm, 0), "%s (budget %llu): final weights differ", mn,
+                  (unsigned long long)budget[i]);
+        if (!mr[i].swap) {
+            fprintf(stderr, "     %-11s            losses, gradients, weights == none's\n", mn);
+            continue;
+        }
+        ss_alloc_stats as;
+        memset(&as, 0, sizeof as);
+        CHECK_OK(ss_alloc_get_stats(gpt_mem_ss_alloc(&mr[i].mem), &as));
+        CHECK_MSG(mr[i].swapped > 0, "%s under 1/%d of none's peak swapped nothing", mn, (int)(peak / budget[i]));
+        CHECK_MSG(as.peak_in_use_bytes <= budget[i], "%s: allocator peak %llu above the budget %llu", mn,
+                  (unsigned long long)as.peak_in_use_bytes, (unsigned long long)budget[i]);
+        if (mr[i].mode == GPT_MODE_SMARTSWAP) {
+            CHECK_MSG(mr[i].stable_iters > 0, "smartswap never reached Stable");
+            CHECK_MSG(late_evictions[i] == 0, "smartswap under 1/%d: %llu evictions in steps %d..%d (Stable, steady "
+                      "sequence)", (int)(peak / budget[i]), (unsigned long long)late_evictions[i], I7_STEPS / 2 + 1,
+                      I7_STEPS);
+        }
+        fprintf(stderr, "     %-11s 1/%d (%7llu B): == none's; peak %llu B, swapped %llu B, %llu evictions (%llu in "
+                "%llu Stable steps), %llu stalls\n", mn, (int)(peak / budget[i]), (unsigned long long)budget[i],
+                (unsigned long long)as.peak_in_use_bytes, (unsigned long long)mr[i].swapped,
+                (unsigned long long)mr[i].evictions, (unsigned long long)mr[i].stable_evictions,
+                (unsigned long long)mr[i].stable_iters, (unsigned long long)mr[i].stalls);
+    }
+    for (int i = 0; i < NM; i++) {
         if (mr[i].swap) swap_close(&mr[i]);
         else vr_close(&mr[i].r);
     }
@@ -780,6 +907,7 @@ int main(int argc, char **argv) {
     RUN(t_budget);
     RUN(t_moe_and_iterations);
     RUN(t_varying_exact);
+    RUN(t_modes_budgets);
     RUN(t_plans_across_runs);
     RUN(t_ss_owned_blocks);
     return test_summary();

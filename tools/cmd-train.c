@@ -66,10 +66,10 @@ static void usage(FILE *f) {
             "  --min-swap SIZE   smartswap: saved tensors smaller than this stay resident (default: B x S1 x H\n"
             "                    bytes, at most 64KiB; SMARTSWAP_MIN_SWAP also sets it)\n"
             "  --host-mem SIZE   cap on host memory for swapped tensors (default: none)\n"
-            "  --plan-headroom F smartswap: plan for (1 - F) x budget; the rest absorbs the allocator's\n"
-            "                    fragmentation, which the planner's simulation underestimates (default 0.10)\n"
-            "  --segment SIZE    allocator segment size (default with --budget: budget/32 as a power of two,\n"
-            "                    64KiB..2MiB; else 2MiB)\n"
+            "  --plan-headroom F smartswap: plan for the budget less F x (budget - state); that part absorbs\n"
+            "                    the allocator's fragmentation, which the planner underestimates (default 0.10)\n"
+            "  --segment SIZE    allocator segment size (default with --budget: (budget - state)/32 as a power\n"
+            "                    of two, 4KiB..2MiB; else 2MiB)\n"
             "link (cpu-sim, swapping modes):\n"
             "  --ratio-scale X   multiply the reference copy:compute ratio (Llama-2-7B on H200 over 55 GB/s,\n"
             "                    1.131); e.g. 0.122 for a 450 GB/s NVLink-C2C-class link (default 1)\n"
@@ -339,10 +339,10 @@ int cmd_train(int argc, char **argv) {
         /* the policy plans for the budget less a headroom (as the replay driver does): the
          * recorded profile folds each operator's temporaries into one block, and the real
          * allocator fragments more than the simulated one */
-        opts.budget_bytes = fl.budget - (uint64_t)((double)fl.budget * fl.headroom);
+        opts.budget_bytes = fl.budget - (uint64_t)((double)(fl.budget - state) * fl.headroom);
     }
     gpt_mem mem;
-    uint64_t segment = fl.segment ? fl.segment : (fl.budget_given || opts.budget_bytes) ? gpt_mem_segment_for(fl.budget) : 0;
+    uint64_t segment = fl.segment ? fl.segment : (fl.budget_given || opts.budget_bytes) ? gpt_mem_segment_for(fl.budget, state) : 0;
     if (gpt_mem_init_ss_ex(&mem, fl.device, &opts, fl.budget, segment, err, sizeof err)) {
         cli_error(CMD, NULL, "%s", err);
         gpt_data_free(&data);
@@ -427,12 +427,12 @@ int cmd_train(int argc, char **argv) {
            gpt_fmt_bytes(fl.budget, a, sizeof a), gpt_fmt_bytes(state, b, sizeof b), gpt_mode_name((gpt_mode)fl.mode),
            mem.be.name, gpt_fmt_bytes(segment ? segment : ss_alloc_config_default().segment_bytes, d, sizeof d));
     if (swapping) {
-        printf("  swap     %s executor  min-swap %s  host-mem %s  release %s  plan for %.0f %% of the budget\n",
+        printf("  swap     %s executor  min-swap %s  host-mem %s  release %s  plan headroom %.0f %% of the room above the state\n",
                fl.mode == GPT_MODE_SMARTSWAP ? "smartswap (plans, prefetch, eviction fallback)"
                                              : "offload-all (every saved tensor out at save, back at load)",
                gpt_fmt_bytes(opts.min_swap_bytes, a, sizeof a),
                opts.host_mem_bytes ? gpt_fmt_bytes(opts.host_mem_bytes, b, sizeof b) : "no cap",
-               opts.release_mode ? "stock" : "predicted", 100.0 * (1.0 - fl.headroom));
+               opts.release_mode ? "stock" : "predicted", 100.0 * fl.headroom);
         if (cal.steps)
             printf("  link     cpu-sim d2h %.4g GB/s  h2d %.4g GB/s  (calibrated: a step saves %s and computes "
                    "%.1f ms here, mean of %d steps; copy:compute %.3f x ratio-scale %g as for %s; pass took %.1f s)\n",
