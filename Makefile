@@ -88,6 +88,9 @@ ifneq ($(NO_OMP),1)
     FEATURES += openmp
   endif
 endif
+ifneq ($(OMP_OK),1)
+  XCFLAGS += -Wno-unknown-pragmas   # the trainer's omp pragmas, ignored without OpenMP
+endif
 
 # OpenBLAS (Debian: libopenblas-dev): optional, used by the reference trainer's matmul.
 BLAS_OK := $(if $(wildcard /usr/lib/*/libopenblas.so /usr/lib/libopenblas.so /usr/local/lib/libopenblas.so),1)
