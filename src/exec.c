@@ -51,6 +51,7 @@ typedef struct xt {
     void    *ptr_out;          /* the device pointer that was swapped out (poison) */
     void    *ptr_in;           /* SS_MEM_FRAMEWORK: the buffer of the swap-in */
     int      poisoned;
+    int      asked;            /* SS_MEM_FRAMEWORK: an SS_ACTION_ALLOC is out, not answered */
 } xt;
 
 typedef struct hitem { uint64_t k1, k2, hv; } hitem;
@@ -484,12 +485,14 @@ static ss_status issue_out(exec *x, xt *t, ssi_handle *h, uint64_t free_k, int s
     }
     if (st) return st;
     void *src = dev_ptr(x, t, h);
+    int copying = 0;
     if (!t->ev_out && (st = ev_get(x, &t->ev_out))) goto fail;
     if ((st = ss_event_record(x->dev, x->marker, x->compute)) ||
         (st = ss_event_wait(x->dev, x->d2h, x->marker)) ||
-        (st = ss_copy_async(x->dev, x->d2h, t->host, src, (size_t)t->bytes, SS_COPY_D2H)) ||
-        (st = ss_event_record(x->dev, t->ev_out, x->d2h)))
+        (st = ss_copy_async(x->dev, x->d2h, t->host, src, (size_t)t->bytes, SS_COPY_D2H)))
         goto fail;
+    copying = 1;
+    if ((st = ss_event_record(x->dev, t->ev_out, x->d2h))) goto fail;
     tl_copy(x, SSI_LANE_D2H, t->ord, t->bytes, sync ? "evict" : "out");
     x->rep.swapped_out_bytes += t->bytes;
     x->rep.swap_outs++;
@@ -532,6 +535,9 @@ static ss_status issue_out(exec *x, xt *t, ssi_handle *h, uint64_t free_k, int s
     }
     return heap_push(&x->freeq, free_k, t->ord, t->hv);
 fail:
+    /* the tensor stays resident; a copy already enqueued must finish before its host buffer
+     * goes back (if even that fails, the buffer is kept: it goes back at release) */
+    if (copying && ss_stream_sync(x->dev, x->d2h)) return st;
     ss_hostpool_put(x->pool, t->host);
     t->host = NULL;
     return st;
@@ -545,6 +551,7 @@ static ss_status issue_in(exec *x, xt *t, ssi_handle *h, void *ptr) {
     if (x->owner == SS_MEM_FRAMEWORK && !ptr) {
         if ((st = ssi_ctx_push_action(x->ctx, SS_ACTION_ALLOC, t->hv, t->bytes))) return st;
         t->state = X_ALLOCQ;
+        t->asked = 1;
         return SS_OK;
     }
     ss_block_t *b = NULL;
@@ -554,13 +561,15 @@ static ss_status issue_in(exec *x, xt *t, ssi_handle *h, void *ptr) {
          * tensors) */
         ptr = ss_block_ptr(b);
     }
+    int copying = 0;
     if (!t->ev_in && (st = ev_get(x, &t->ev_in))) goto fail;
     if ((st = ss_event_record(x->dev, x->marker, x->compute)) ||
         (st = ss_event_wait(x->dev, x->h2d, x->marker)) ||
         (t->ev_out && (st = ss_event_wait(x->dev, x->h2d, t->ev_out))) ||
-        (st = ss_copy_async(x->dev, x->h2d, ptr, t->host, (size_t)t->bytes, SS_COPY_H2D)) ||
-        (st = ss_event_record(x->dev, t->ev_in, x->h2d)))
+        (st = ss_copy_async(x->dev, x->h2d, ptr, t->host, (size_t)t->bytes, SS_COPY_H2D)))
         goto fail;
+    copying = 1;
+    if ((st = ss_event_record(x->dev, t->ev_in, x->h2d))) goto fail;
     tl_copy(x, SSI_LANE_H2D, t->ord, t->bytes, "in");
     x->rep.swapped_in_bytes += t->bytes;
     x->rep.swap_ins++;
@@ -575,6 +584,8 @@ static ss_status issue_in(exec *x, xt *t, ssi_handle *h, void *ptr) {
     peak_sample(x);
     return SS_OK;
 fail:
+    /* t stays on the host; the destination must not be handed back under a running copy */
+    if (copying) ss_stream_sync(x->dev, x->h2d);
     if (b) ss_alloc_free(x->alloc, b);
     return st;
 }
@@ -846,16 +857,18 @@ static void xt_unlink(exec *x, xt *t) {
     if (t->next) t->next->prev = t->prev;
 }
 
-/* Gives the host buffer back once no copy uses it (syncs the copies' events). */
+/* Gives the host buffer back once no copy uses it (syncs the copies' events). When the device
+ * cannot say (an event call failed), both copy streams are synchronised instead, so the buffer
+ * is neither returned under a running copy nor kept for good; the event's error is returned. */
 static ss_status host_put(exec *x, xt *t) {
     if (!t->host) return SS_OK;
     ss_status st = SS_OK;
     if (t->ev_out) st = ss_event_sync(x->dev, t->ev_out);
     if (!st && t->ev_in) st = ss_event_sync(x->dev, t->ev_in);
-    if (st) return st;
-    st = ss_hostpool_put(x->pool, t->host);
+    if (st && (ss_stream_sync(x->dev, x->d2h) || ss_stream_sync(x->dev, x->h2d))) return st;
+    ss_status s2 = ss_hostpool_put(x->pool, t->host);
     t->host = NULL;
-    return st;
+    return st ? st : s2;
 }
 
 static ss_status x_load(void *self, ss_ctx_t *ctx, uint64_t hv, ssi_handle *h, ss_stream_t *s,
@@ -944,11 +957,14 @@ static ss_status x_release(void *self, ss_ctx_t *ctx, uint64_t hv, ssi_handle *h
     if (t) {
         if (x->owner == SS_MEM_FRAMEWORK && (t->state == X_IN || t->state == X_LOADED) && t->ev_in)
             if ((s2 = ss_event_sync(x->dev, t->ev_in)) && !st) st = s2;
-        if (t->fallback) {
+        if (t->fallback) {   /* our own buffer: free it once the compute stream is done */
             if ((s2 = ss_event_record(x->dev, x->marker, x->compute)) == SS_OK)
                 s2 = ss_event_sync(x->dev, x->marker);
-            if (!s2) s2 = ss_mem_free(x->dev, t->ptr_in, (size_t)t->bytes);
             if (s2 && !st) st = s2;
+            if (!s2 || ss_stream_sync(x->dev, x->compute) == SS_OK) {
+                if ((s2 = ss_mem_free(x->dev, t->ptr_in, (size_t)t->bytes)) && !st) st = s2;
+                t->fallback = 0;
+            }
         }
         if ((s2 = host_put(x, t)) && !st) st = s2;
         if (t->counted) ctx->swapped -= t->bytes;
@@ -968,7 +984,11 @@ static ss_status x_release(void *self, ss_ctx_t *ctx, uint64_t hv, ssi_handle *h
 static ss_status x_action_done(void *self, ss_ctx_t *ctx, uint64_t hv, ssi_handle *h, void *ptr) {
     exec *x = self;
     xt *t = h->exec;
-    if (!t || t->state != X_ALLOCQ) return SS_ERR_STATE;
+    if (!t || !t->asked) return SS_ERR_STATE;
+    t->asked = 0;
+    /* a late answer (another thread's load already brought the tensor in on the slow path):
+     * the buffer is not used; the caller keeps it until release as with any answer */
+    if (t->state != X_ALLOCQ) return SS_OK;
     tl_held = ctx;
     ss_status st = SS_OK;
     if (!ptr) t->state = X_HOST;      /* the load will take the slow path */
@@ -1053,20 +1073,20 @@ static void x_destroy(void *self) {
     if (!x) return;
     ss_ctx_t *ctx = x->ctx;
     if (x->alloc) ss_alloc_set_evict(x->alloc, NULL, NULL);
+    /* every copy done first (freeing a stream waits for its work even when syncs fail), so
+     * that host buffers and fallback buffers go back without asking any event */
+    if (x->d2h && ss_stream_sync(x->dev, x->d2h)) { ss_stream_free(x->dev, x->d2h); x->d2h = NULL; }
+    if (x->h2d && ss_stream_sync(x->dev, x->h2d)) { ss_stream_free(x->dev, x->h2d); x->h2d = NULL; }
+    if (x->compute) ss_stream_sync(x->dev, x->compute);
     for (xt *t = x->head, *nx; t; t = nx) {
         nx = t->next;
-        host_put(x, t);
-        if (t->fallback) {
-            ss_stream_sync(x->dev, x->compute);
-            ss_mem_free(x->dev, t->ptr_in, (size_t)t->bytes);
-        }
+        if (t->host) ss_hostpool_put(x->pool, t->host);
+        if (t->fallback) ss_mem_free(x->dev, t->ptr_in, (size_t)t->bytes);
         ssi_handle *h = ssi_ctx_handle(ctx, t->hv);
         if (h) h->exec = NULL;
         free(t);
     }
     x->head = NULL;
-    if (x->d2h) ss_stream_sync(x->dev, x->d2h);
-    if (x->h2d) ss_stream_sync(x->dev, x->h2d);
     if (x->alloc) {
         /* pending releases hold our events: release them all now */
         ss_alloc_reach(x->alloc, UINT64_MAX, NULL, NULL);
