@@ -217,8 +217,8 @@ static int parse(int argc, char **argv, flags *fl) {
             if (r < 0 || cli_double(CMD, "plan-headroom", v, 0, 0.9, &fl->headroom)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "segment", &v))) {
             if (r < 0 || cli_size(CMD, "segment", v, &fl->segment)) return 2;
-            if (fl->segment % 256 || fl->segment < 4096) {
-                cli_error(CMD, "give a multiple of 256 bytes, at least 4KiB", "--segment: bad size '%s'", v);
+            if (fl->segment % 256 || fl->segment < 256) {
+                cli_error(CMD, "give a multiple of 256 bytes", "--segment: bad size '%s'", v);
                 return 2;
             }
         } else if ((r = cli_flag(argc, argv, &i, "ratio-scale", &v))) {
