@@ -668,8 +668,10 @@ ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out) {
         if (a->stock_head) sync_stock(a);
         trim_locked(a, NULL);
         st = try_alloc(a, need, &b);
-        /* 2. the eviction callback, lock released; retry while it frees something */
-        for (int round = 0; st == SS_ERR_OOM && a->evict && round < 8; round++) {
+        /* 2. the eviction callback, lock released; retry while it frees something (freed space
+         * may not be contiguous, so keep asking until the callback has nothing left; the bound
+         * only guards against a callback that reports progress forever) */
+        for (uint32_t round = 0; st == SS_ERR_OOM && a->evict && round < 100000; round++) {
             ss_evict_fn fn = a->evict;
             void *user = a->evict_user;
             uint64_t freed = 0;
