@@ -156,9 +156,12 @@ static void *poller_main(void *arg) {
 /* Releases tensor i: the handle, then the test's buffers. */
 static void release_tensor(fw *f, uint32_t i) {
     tens *T = &f->t[i];
-    if (T->h) note(f, ss_ctx_release(f->ctx, T->h), "ss_ctx_release");
-    pthread_mutex_lock(&f->mu);
+    pthread_mutex_lock(&f->mu);   /* the poller no longer finds it: no answer after release */
+    uint64_t h = T->h;
     T->h = 0;
+    pthread_mutex_unlock(&f->mu);
+    if (h) note(f, ss_ctx_release(f->ctx, h), "ss_ctx_release");
+    pthread_mutex_lock(&f->mu);
     if (T->orig) ss_mem_free(f->mem, T->orig, (size_t)T->bytes);
     if (T->in) ss_mem_free(f->mem, T->in, (size_t)T->bytes);
     T->orig = T->in = NULL;

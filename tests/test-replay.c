@@ -9,7 +9,9 @@
  *  - stress (real clock, copy jitter, a different sequence every iteration): no corrupt read,
  *    no out-of-memory, evictions counted;
  *  - offload-all mode, stock release mode, a profile with no room at all (clear OOM).
- * Everything is small, so the file runs in seconds, also under the sanitizers.
+ * Everything is small, so the file runs in seconds. Sanitizer builds (TSan, ASan: every pattern
+ * byte written and checked is instrumented) run the same code paths on shorter sequences, fewer
+ * layers and fewer iterations (SANITIZED below), so the file stays under ~20 s there too.
  */
 #include "test.h"
 #include "replay.h"
@@ -17,6 +19,29 @@
 #include "workload.h"
 
 #include <math.h>
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+/* The long profiles' sizes: full, or in sanitizer builds every dimension that scales bytes
+ * (sequence, hidden, ffn, vocabulary) divided by 4, so that every tensor and the weights shrink
+ * by the same 16x and the activation:weight ratio (what the budgets mean) stays; segments are
+ * divided by 4 (by 16, the seq-varying run needs one eviction at iteration 3: fragmentation the
+ * 5 % plan headroom does not cover at that granularity). Iterations are cut too. */
+#define SHRINK      (SANITIZED ? 4u : 1u)
+#define LONG_HIDDEN (64u / SHRINK)
+#define LONG_FFN    (128u / SHRINK)
+#define LONG_VOCAB  (256u / SHRINK)
+#define SEQ(n)      ((n) / SHRINK)
+#define SEG_LONG    (SEG / SHRINK)
+#define ITERS(n, s) (SANITIZED ? (s) : (n))
 
 typedef struct gen_spec {
     const char *preset;
@@ -152,7 +177,7 @@ static void t_exact_vs_sim(void) {
 
 /* A profile whose activations dominate (long sequence, small model). */
 static ss_profile *gen_long(uint32_t E, uint32_t K, uint32_t seq) {
-    gen_spec g = {"llama-3.2-1b", 12, 64, 2, 2, 128, 256, seq, E, K, 1};
+    gen_spec g = {"llama-3.2-1b", 12, LONG_HIDDEN, 2, 2, LONG_FFN, LONG_VOCAB, SEQ(seq), E, K, 1};
     return gen(&g);
 }
 
@@ -162,7 +187,7 @@ static ssi_replay_config stage_cfg(uint64_t budget, uint32_t iters) {
     rc.opts = vopts(budget);
     rc.opts.warmup_iters = 1;
     rc.iters = iters;
-    rc.segment_bytes = SEG;
+    rc.segment_bytes = SEG_LONG;
     rc.keep_iters = 1;
     return rc;
 }
@@ -183,13 +208,14 @@ static void t_stage_budgets(void) {
     uint64_t pk = unconstrained_peak(p);
     for (uint64_t div = 2; div <= 4; div++) {
         uint64_t budget = pk / div;
-        ssi_replay_config rc = stage_cfg(budget, 7);
+        uint32_t iters = ITERS(7, 5);   /* WarmUp, GenPolicy, then Stable ones */
+        ssi_replay_config rc = stage_cfg(budget, iters);
         ssi_replay_result r;
         char err[256], what[64];
         snprintf(what, sizeof what, "peak/%llu", (unsigned long long)div);
         CHECK_OK(ssi_replay_run(p, &rc, &r, err, sizeof err));
         check_clean(&r, budget, what);
-        CHECK_EQ_U64(r.iters, 7);
+        CHECK_EQ_U64(r.iters, iters);
         CHECK(r.swapped_bytes > 0);
         CHECK(r.plans_made >= 1);
         int stable = 0;
@@ -220,10 +246,10 @@ static void t_vary_shapes(void) {
         if (!p0) continue;
         CHECK_OK(ssi_replay_normalize(p0, &p));
         uint64_t budget = unconstrained_peak(p) / 2;
-        ssi_replay_config rc = stage_cfg(budget, 8);
+        ssi_replay_config rc = stage_cfg(budget, ITERS(8, 4));
         ssi_policy_config pc;
         ssi_policy_config_from_options(&rc.opts, &pc);
-        pc.segment_bytes = SEG;
+        pc.segment_bytes = SEG_LONG;
         ss_plan *plan = NULL;
         char err[256];
         pc.budget_bytes = budget - budget / 20;   /* the same headroom as stage-driven plans */
@@ -265,7 +291,8 @@ static void t_stress(void) {
     for (uint64_t div = 2; div <= 3; div++) {   /* half the activations, two seeds (a third
                                                    is below this profile's largest tensor) */
         uint64_t budget = p->base_bytes + (pk - p->base_bytes) / 2;
-        ssi_replay_config rc = stage_cfg(budget, 12);
+        uint32_t iters = ITERS(12, 6);
+        ssi_replay_config rc = stage_cfg(budget, iters);
         rc.opts.sim_virtual_clock = 0;
         rc.opts.sim_jitter_us = 40;
         rc.opts.sim_d2h_gbps = rc.opts.sim_h2d_gbps = 20;
@@ -281,7 +308,7 @@ static void t_stress(void) {
         char err[256];
         CHECK_OK(ssi_replay_run(p, &rc, &r, err, sizeof err));
         check_clean(&r, budget, "stress");
-        CHECK_EQ_U64(r.iters, 12);
+        CHECK_EQ_U64(r.iters, iters);
         CHECK(r.swapped_bytes > 0);
         uint64_t ev = 0;
         for (uint32_t i = 0; r.it && i < r.iters; i++) ev += r.it[i].x.evictions;
