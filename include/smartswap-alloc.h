@@ -147,6 +147,9 @@ typedef struct ss_alloc_stats {
 } ss_alloc_stats;
 
 ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out);
+/* The configuration in effect: segment_bytes as normalised by ss_alloc_new (0 became the
+ * default) and budget_bytes as enforced (a device's capacity when 0 or above it). */
+ss_status ss_alloc_get_config(const ss_alloc_t *a, ss_alloc_config *out);
 /* One line per field into buf, for people. */
 ss_status ss_alloc_stats_format(const ss_alloc_stats *s, char *buf, size_t len);
 

@@ -807,6 +807,15 @@ ss_status ss_alloc_trim(ss_alloc_t *a) {
 
 /* ---- stats ------------------------------------------------------------------------------- */
 
+ss_status ss_alloc_get_config(const ss_alloc_t *a, ss_alloc_config *out) {
+    SS_CHECK_ARG(!a || !out, "ss_alloc_get_config: NULL argument");
+    lock(a);
+    *out = a->cfg;
+    out->budget_bytes = a->budget;
+    unlock(a);
+    return SS_OK;
+}
+
 ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out) {
     SS_CHECK_ARG(!a || !out, "ss_alloc_get_stats: NULL argument");
     lock(a);

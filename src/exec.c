@@ -1212,9 +1212,14 @@ ss_status ss_ctx_enable_swap_ex(ss_ctx_t *ctx, const ss_exec_config *cfg) {
     x->ops.destroy = x_destroy;
     if (x->mode == SS_SWAP_SMARTSWAP && cfg->use_policy) {
         ssi_policy_config_from_options(&ctx->opts, &x->pcfg);
-        if (!x->pcfg.budget_bytes && x->alloc) {
-            ss_alloc_stats as;
-            if (ss_alloc_get_stats(x->alloc, &as) == SS_OK) x->pcfg.budget_bytes = as.budget_bytes;
+        if (x->alloc) {
+            /* the policy simulates the allocator the run really uses: its segment size (the
+             * trainer sizes segments from the budget), and its budget when none was given */
+            ss_alloc_config ac;
+            if (ss_alloc_get_config(x->alloc, &ac) == SS_OK) {
+                x->pcfg.segment_bytes = ac.segment_bytes;
+                if (!x->pcfg.budget_bytes) x->pcfg.budget_bytes = ac.budget_bytes;
+            }
         }
         if (x->pcfg.budget_bytes) {
             ssi_planner pl = {ssi_policy_hook, plan_free_hook, &x->pcfg};
