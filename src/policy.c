@@ -563,6 +563,8 @@ static int better(const ss_plan *x, const ss_plan *kept) {
     return x->peak_after < kept->peak_after;
 }
 
+static ss_status prune(ctx *k, uint64_t B, ss_plan **kept, ssi_sim_result *ksr);
+
 /* Plans at budget B (a multiple of SS_ALLOC_ALIGN): selection, then simulate-and-adjust
  * rounds; when the allocator cannot keep a selection that fits the byte model (fragmentation),
  * selects again under a lower target. */
@@ -621,7 +623,87 @@ static ss_status plan_at(ctx *k, uint64_t B, attempt *out) {
         if (step >= fit_oom) break;
         target = fit_oom - step;
     }
+    if (!st && out->plan && out->plan->feasible) st = prune(k, B, &out->plan, &out->sr);
     if (st) attempt_free(out);
+    return st;
+}
+
+/* ---- pruning --------------------------------------------------------------------------------- */
+
+typedef struct pkey { uint32_t out_op; uint64_t x; uint32_t q; } pkey;
+static int pkey_cmp(const void *x, const void *y) {
+    const pkey *a = x, *b = y;
+    if (a->out_op != b->out_op) return a->out_op > b->out_op ? -1 : 1;   /* latest first */
+    if (a->x != b->x) return a->x > b->x ? -1 : 1;                       /* then the larger */
+    return a->q < b->q ? -1 : (a->q > b->q);
+}
+
+/* Removes plan entries that the plan does not need: on the byte model with every entry's
+ * reduction over [free_op, in_op), an entry goes when putting its bytes back keeps every op
+ * within B. Tried latest-produced first (their idle intervals are the shortest, so their copies
+ * hide worst), larger first at a tie. The pruned plan is simulated; it replaces *kept (with
+ * *ksr) only when it is feasible and does not stall more. */
+static ss_status prune(ctx *k, uint64_t B, ss_plan **kept, ssi_sim_result *ksr) {
+    ss_plan *pl = *kept;
+    if (!pl || !pl->feasible || pl->nentries == 0 || k->n == 0) return SS_OK;
+    uint32_t ne = pl->nentries;
+    run r;
+    memset(&r, 0, sizeof r);
+    pkey *o = malloc((size_t)ne * sizeof *o);
+    uint8_t *drop = calloc(ne, 1);
+    ss_status st = SS_OK;
+    if (!o || !drop || (st = ssi_simx_new(k->n, k->lvl, &r.mem))) {
+        if (!st) st = SS_ERR_HOST_OOM;
+        goto out;
+    }
+    for (uint32_t q = 0; q < ne; q++) {
+        const ss_plan_entry *e = &pl->entries[q];
+        uint64_t x = ssi_round_block(e->bytes);
+        ssi_simx_add(r.mem, e->free_op, e->in_op, -(int64_t)x);
+        o[q] = (pkey){e->out_op, x, q};
+    }
+    qsort(o, ne, sizeof *o, pkey_cmp);
+    uint32_t nd = 0;
+    for (uint32_t j = 0; j < ne; j++) {
+        const ss_plan_entry *e = &pl->entries[o[j].q];
+        if (e->free_op >= e->in_op) { drop[o[j].q] = 1; nd++; continue; }   /* frees nothing */
+        if (ssi_simx_max(r.mem, e->free_op, e->in_op) + (int64_t)o[j].x > (int64_t)B) continue;
+        ssi_simx_add(r.mem, e->free_op, e->in_op, (int64_t)o[j].x);
+        drop[o[j].q] = 1;
+        nd++;
+    }
+    if (nd == 0) goto out;
+    r.s = malloc((size_t)(ne - nd) * sizeof *r.s + sizeof *r.s);
+    if (!r.s) { st = SS_ERR_HOST_OOM; goto out; }
+    for (uint32_t q = 0; q < ne; q++) {
+        if (drop[q]) continue;
+        const ss_plan_entry *e = &pl->entries[q];
+        uint32_t ci = k->cand_of[e->tensor];
+        if (ci == SS_NONE) goto out;   /* not from this context: leave the plan as it is */
+        r.s[r.ns++] = (sel){ci, e->free_op, e->in_op, 0};
+    }
+    ss_plan *np = NULL;
+    if ((st = build_plan(k, &r, B, &np))) goto out;
+    ssi_sim_config sc = sim_cfg(k->cfg, B);
+    ssi_sim_result sr;
+    if ((st = ssi_sim_run(k->p, np, &sc, &sr, NULL, 0))) { ssi_plan_free(np); goto out; }
+    plan_predict(k, np, &sr, 1);
+    if (np->feasible && np->stall_s <= pl->stall_s + 1e-12) {
+        np->budget_bytes = pl->budget_bytes;
+        np->min_budget_bytes = pl->min_budget_bytes;
+        ssi_plan_free(pl);
+        ssi_sim_result_free(ksr);
+        *kept = np;
+        *ksr = sr;
+    } else {
+        ssi_plan_free(np);
+        ssi_sim_result_free(&sr);
+    }
+out:
+    ssi_simx_free(r.mem);
+    free(r.s);
+    free(o);
+    free(drop);
     return st;
 }
 
@@ -687,6 +769,24 @@ ss_status ssi_policy_plan(const ss_profile *p, const ssi_policy_config *c, ss_pl
                 c->h2d_bps);
         return SS_ERR_INVALID;
     }
+    if (c->headroom > 0) {
+        if (!(c->headroom < 0.9)) {
+            ssi_fmt(err, err_len, "headroom %g is not in [0, 0.9)", c->headroom);
+            return SS_ERR_INVALID;
+        }
+        ssi_policy_config c2 = *c;
+        c2.headroom = 0;
+        uint64_t low = c->budget_bytes - (uint64_t)((double)c->budget_bytes * c->headroom);
+        if (low >= SS_ALLOC_ALIGN && low < c->budget_bytes) {
+            c2.budget_bytes = low;
+            ss_status s0 = ssi_policy_plan(p, &c2, out, rep, err, err_len);
+            if (s0 || (*out)->feasible) return s0;
+            ssi_plan_free(*out);
+            *out = NULL;
+            c2.budget_bytes = c->budget_bytes;
+        }
+        return ssi_policy_plan(p, &c2, out, rep, err, err_len);
+    }
     ctx k;
     ss_status st = ctx_init(&k, p, c, err, err_len);
     if (st) { ctx_free(&k); return st; }
@@ -702,7 +802,7 @@ ss_status ssi_policy_plan(const ss_profile *p, const ssi_policy_config *c, ss_pl
     if (st) { ctx_free(&k); return st; }
     ss_plan *pl = a.plan;
     pl->budget_bytes = c->budget_bytes;
-    if (!pl->feasible || c->min_budget) {
+    if (!c->skip_min_budget && (!pl->feasible || c->min_budget)) {
         uint64_t mb = 0;
         if ((st = find_min_budget(&k, &mb))) { attempt_free(&a); ctx_free(&k); return st; }
         pl->min_budget_bytes = mb;
@@ -751,7 +851,11 @@ ss_status ssi_policy_plan(const ss_profile *p, const ssi_policy_config *c, ss_pl
         rep->feasible = pl->feasible;
         rep->host_limited = a.r.host_limited;
         rep->min_budget_bytes = pl->min_budget_bytes;
-        if (!pl->feasible) {
+        if (!pl->feasible && c->skip_min_budget) {
+            char b1[32];
+            ssi_fmt(rep->why, sizeof rep->why, "no plan fits %s (the smallest budget that fits "
+                    "was not searched: skip_min_budget)", ss_format_size(c->budget_bytes, b1, sizeof b1));
+        } else if (!pl->feasible) {
             char b0[32], b1[32], b2[32];
             ss_format_size(c->budget_bytes, b1, sizeof b1);
             ss_format_size(pl->min_budget_bytes, b2, sizeof b2);

@@ -25,6 +25,20 @@ typedef struct ssi_policy_config {
     int      min_budget;      /* 0: search the smallest feasible budget only when infeasible;
                                  1: always (it costs a few more simulations) */
     int      rounds;          /* simulate-and-adjust rounds after selection (0 = default 3) */
+    double   headroom;        /* in [0, 0.9): plan for budget_bytes x (1 - headroom), and at
+                                 budget_bytes when that is infeasible. Stage-driven profiles
+                                 (the executor's recorder) see memory only between operators:
+                                 temporaries an operator allocates and frees inside itself are
+                                 not in them, so a plan at the full budget can be short by those
+                                 during the operator. Measured (tests/test-replay, trace-gen
+                                 profiles at 1/2, 1/3, 1/4 of the peak): 0.035 is the smallest
+                                 of {0, 0.02, 0.035} with no Stable eviction (0.05 before the
+                                 simulator held unattributed memory per operator as the run
+                                 does). 0 for profiles that list their temporaries. */
+    int      skip_min_budget; /* 1: never search the smallest feasible budget (overrides
+                                 min_budget): an infeasible plan reports min_budget_bytes 0 and
+                                 is the best effort at this budget only (no retry with the plan
+                                 of a smaller budget); for sweeps that only ask "does it fit" */
 } ssi_policy_config;
 
 typedef struct ssi_policy_report {

@@ -20,7 +20,7 @@ void ssi_replay_config_default(ssi_replay_config *c) {
     c->iters = 1;
     c->time.mode = SSI_TIME_LAYER;
     c->timeline_iter = UINT32_MAX;
-    c->plan_headroom = 0.05;
+    c->plan_headroom = 0.035;   /* measured: see ssi_policy_config.headroom */
 }
 
 void ssi_replay_result_free(ssi_replay_result *r) {
@@ -146,18 +146,11 @@ static ss_status rp_plan(void *user, const ss_profile *prof, ss_plan **out) {
         q->ops[i].seconds = i < R->nann && R->ann_dur[i] > 0 ? R->ann_dur[i] : mean;
     ssi_policy_config cfg = R->pcfg;
     cfg.time.mode = SSI_TIME_MEASURED;
-    /* headroom: the recorded profile folds the operator's temporaries into one block, so the
-     * real allocator fragments a little more than the simulated one; plan below the budget
-     * (R->c->plan_headroom), else at it */
-    uint64_t full = cfg.budget_bytes;
-    cfg.budget_bytes = full - (uint64_t)((double)full * R->c->plan_headroom);
+    /* headroom (ssi_policy_config.headroom, where its measured reason is written): the recorded
+     * profile does not see temporaries allocated and freed inside an operator; plan below the
+     * budget, else at it */
+    cfg.headroom = R->c->plan_headroom;
     st = ssi_policy_plan(q, &cfg, out, NULL, NULL, 0);
-    if (st == SS_OK && !(*out)->feasible && cfg.budget_bytes != full) {
-        ssi_plan_free(*out);
-        *out = NULL;
-        cfg.budget_bytes = full;
-        st = ssi_policy_plan(q, &cfg, out, NULL, NULL, 0);
-    }
     ssi_profile_free(q);
     return st;
 }

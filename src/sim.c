@@ -141,10 +141,15 @@ ss_status ssi_sim_levels(const ss_profile *p, uint64_t *level) {
     }
     uint64_t base = p->base_bytes ? ssi_round_block(p->base_bytes) : 0;
     int64_t live = 0;
+    uint64_t oprev = 0;
     for (uint32_t i = 0; i < n; i++) {
         live += d[i];
         uint64_t o = level[i] ? ssi_round_block(level[i]) : 0;
-        level[i] = base + o + (uint64_t)live;
+        /* unattributed memory during op i: what was alive after op i-1 is still held (its
+         * release comes at the end of op i), what op i adds is held too */
+        uint64_t held = o > oprev ? o : oprev;
+        oprev = o;
+        level[i] = base + held + (uint64_t)live;
     }
     free(d);
     return SS_OK;
@@ -288,6 +293,9 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     uint64_t *held = calloc((size_t)nt + 1, sizeof *held);
     uint64_t *pend = calloc((size_t)ne + 1, sizeof *pend);       /* bytes pending per entry */
     uint8_t *pref = calloc((size_t)ne + 1, 1);                    /* ... of a refused block */
+    ss_block_t **oblk = calloc((size_t)n + 1, sizeof *oblk);      /* unattributed: a stack */
+    uint64_t *ohld = calloc((size_t)n + 1, sizeof *ohld);
+    uint32_t onum = 0;
     bucket prod = {0}, rel = {0}, bin = {0}, buse = {0}, bout = {0}, bfree = {0};
     r->layers = calloc(L, sizeof *r->layers);
     r->t_out_done = calloc((size_t)ne + 1, sizeof(double));
@@ -298,7 +306,8 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
         r->op_mem = calloc((size_t)n + 1, sizeof *r->op_mem);
     }
     simst s = {0};
-    if (!dur || !other || !ent_of || !keys || !blk || !held || !pend || !pref || !r->layers ||
+    if (!dur || !other || !ent_of || !keys || !blk || !held || !pend || !pref || !oblk || !ohld ||
+        !r->layers ||
         !r->t_out_done || !r->t_in_done || !r->t_use ||
         (c->record_ops && (!r->op_start || !r->op_mem))) {
         st = SS_ERR_HOST_OOM;
@@ -339,7 +348,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
 
     double t = 0, d2h_free = 0, h2d_free = 0, lat = c->copy_latency_s > 0 ? c->copy_latency_s : 0;
     uint64_t host = 0, peak = 0;
-    ss_block_t *base_blk = NULL, *other_blk = NULL;
+    ss_block_t *base_blk = NULL;
     uint64_t base_held = 0, other_held = 0;
     s.op = 0;
     if (p->base_bytes && (st = sim_alloc(&s, p->base_bytes, &base_blk, &base_held))) goto out;
@@ -373,14 +382,8 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
             r->late_frees++;
             t = wu;
         }
-        /* 2. unattributed memory */
+        /* 2. unattributed memory: held as a stack of blocks, one per rise (see 5 and 7) */
         uint64_t want = other[i] ? ssi_round_block(other[i]) : 0;
-        if (want != other_held) {
-            if (other_held && (st = sim_free(&s, other_blk, other_held))) goto out;
-            other_blk = NULL;
-            other_held = 0;
-            if (want && (st = sim_alloc(&s, want, &other_blk, &other_held))) goto out;
-        }
         /* 3. swap-ins issued at i */
         for (uint32_t q = bin.off[i]; q < bin.off[i + 1]; q++) {
             uint32_t k = bin.idx[q];
@@ -415,6 +418,12 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
             uint32_t x = prod.idx[q];
             if ((st = sim_alloc(&s, p->tensors[x].bytes, &blk[x], &held[x]))) goto out;
         }
+        /* 5b. unattributed memory that op i adds: one more block, after its outputs (the
+         * temporaries a real operator allocates beside them) */
+        if (want > other_held) {
+            if ((st = sim_alloc(&s, want - other_held, &oblk[onum], &ohld[onum]))) goto out;
+            other_held += ohld[onum++];
+        }
         if (s.cur > peak) peak = s.cur;
         if (s.cur > ly->peak_bytes) ly->peak_bytes = s.cur;
         if (c->record_ops) { r->op_start[i] = t; r->op_mem[i] = s.cur; }
@@ -431,6 +440,19 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
                 blk[x] = NULL;
                 held[x] = 0;
             }
+        }
+        /* 7b. unattributed memory that op i drops: the newest blocks go first (what is left
+         * above want is allocated again) */
+        while (other_held > want) {
+            onum--;
+            other_held -= ohld[onum];
+            if ((st = sim_free(&s, oblk[onum], ohld[onum]))) goto out;
+            oblk[onum] = NULL;
+            ohld[onum] = 0;
+        }
+        if (want > other_held) {
+            if ((st = sim_alloc(&s, want - other_held, &oblk[onum], &ohld[onum]))) goto out;
+            other_held += ohld[onum++];
         }
         /* 8. swap-outs issued after i */
         for (uint32_t q = bout.off[i]; q < bout.off[i + 1]; q++) {
@@ -466,7 +488,8 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     r->peak_reserved_bytes = r->alloc.peak_reserved_bytes;
     /* hand everything back so that the allocator is destroyed clean */
     if (base_blk) ss_alloc_free(s.a, base_blk);
-    if (other_blk) ss_alloc_free(s.a, other_blk);
+    for (uint32_t q = 0; q < onum; q++)
+        if (oblk[q]) ss_alloc_free(s.a, oblk[q]);
     for (uint32_t x = 0; x < nt; x++)
         if (blk[x]) { ss_alloc_free(s.a, blk[x]); blk[x] = NULL; }
     ss_alloc_reach(s.a, UINT64_MAX, NULL, NULL);
@@ -474,6 +497,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
 out:
     if (s.a) ss_alloc_destroy_force(s.a);
     free(dur); free(other); free(ent_of); free(keys); free(blk); free(held); free(pend); free(pref);
+    free(oblk); free(ohld);
     bucket_free(&prod); bucket_free(&rel); bucket_free(&bin); bucket_free(&buse);
     bucket_free(&bout); bucket_free(&bfree);
     if (st) ssi_sim_result_free(r);

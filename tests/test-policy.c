@@ -71,6 +71,7 @@ static void check_plan(const ss_profile *p, const ssi_policy_config *c, const ss
     sc.d2h_bps = c->d2h_bps;
     sc.h2d_bps = c->h2d_bps;
     sc.copy_latency_s = c->copy_latency_s;
+    sc.segment_bytes = c->segment_bytes;
     sc.time = c->time;
     ssi_sim_result r;
     CHECK_OK(ssi_sim_run(p, pl, &sc, &r, err, sizeof err));
@@ -220,6 +221,18 @@ static void t_min_budget(void) {
     CHECK_OK(ssi_policy_plan(p, &c, &pl, &rep, err, sizeof err));
     CHECK_EQ_INT(pl->feasible, 1);
     CHECK_EQ_U64(pl->min_budget_bytes, mb);
+    ssi_plan_free(pl);
+    /* skip_min_budget: no search, even when infeasible or with min_budget = 1 */
+    c.skip_min_budget = 1;
+    CHECK_OK(ssi_policy_plan(p, &c, &pl, &rep, err, sizeof err));
+    CHECK_EQ_INT(pl->feasible, 1);
+    CHECK_EQ_U64(pl->min_budget_bytes, 0);
+    ssi_plan_free(pl);
+    c.budget_bytes = mb - SS_ALLOC_ALIGN;
+    CHECK_OK(ssi_policy_plan(p, &c, &pl, &rep, err, sizeof err));
+    CHECK_EQ_INT(pl->feasible, 0);
+    CHECK_EQ_U64(pl->min_budget_bytes, 0);
+    CHECK(strstr(rep.why, "skip_min_budget") != NULL);
     ssi_plan_free(pl);
     ssi_profile_free(p);
 }
@@ -437,6 +450,60 @@ static void t_workload(void) {
     ssi_profile_free(p);
 }
 
+/* The policy plans with the allocator's real segment size: ss_alloc_get_config reports it (the
+ * executor hands it to the policy), and a plan made with the trainer's (budget - state) / 32
+ * segments holds in a simulation with those segments. */
+static void t_segment(void) {
+    ss_alloc_t *a = NULL;
+    ss_alloc_config ac = ss_alloc_config_default(), got;
+    ac.segment_bytes = 0;
+    ac.budget_bytes = 64 * MiB;
+    CHECK_OK(ss_alloc_new(NULL, &ac, &a));
+    CHECK_OK(ss_alloc_get_config(a, &got));
+    CHECK_EQ_U64(got.segment_bytes, 2 * MiB);   /* 0 became the default */
+    CHECK_EQ_U64(got.budget_bytes, 64 * MiB);
+    ss_alloc_destroy(a);
+    ac.segment_bytes = 48 * 1024;
+    CHECK_OK(ss_alloc_new(NULL, &ac, &a));
+    CHECK_OK(ss_alloc_get_config(a, &got));
+    CHECK_EQ_U64(got.segment_bytes, 48 * 1024);
+    ss_alloc_destroy(a);
+
+    ssi_workload_config wc;
+    ssi_workload_default(&wc);
+    if (ssi_workload_preset(&wc, "gpt2-124m") != SS_OK) TEST_SKIP("no small workload preset");
+    wc.seq = 256;
+    ss_profile *p = NULL;
+    char err[200];
+    if (ssi_workload_generate(&wc, &p, NULL, err, sizeof err) != SS_OK) TEST_SKIP(err);
+    uint64_t *lv = malloc(p->nops * sizeof *lv);
+    ssi_sim_levels(p, lv);
+    uint64_t peak = 0;
+    for (uint32_t i = 0; i < p->nops; i++) if (lv[i] > peak) peak = lv[i];
+    free(lv);
+    for (int k = 0; k < 2; k++) {
+        ssi_policy_config c;
+        memset(&c, 0, sizeof c);
+        c.d2h_bps = c.h2d_bps = 52e9;
+        c.time.mode = SSI_TIME_MEASURED;
+        c.min_swap_bytes = 64 * 1024;
+        c.budget_bytes = p->base_bytes + (peak - p->base_bytes) * (k ? 7 : 8) / 10;
+        uint64_t seg = (c.budget_bytes - p->base_bytes) / 32;
+        seg -= seg % SS_ALLOC_ALIGN;
+        c.segment_bytes = seg;
+        ss_plan *pl = NULL;
+        ssi_policy_report rep;
+        CHECK_OK(ssi_policy_plan(p, &c, &pl, &rep, err, sizeof err));
+        if (pl && !pl->feasible) fprintf(stderr, "     %s\n", rep.why);
+        if (pl) {
+            CHECK_EQ_INT(pl->feasible, 1);
+            check_plan(p, &c, pl);   /* simulated with the same segments */
+        }
+        ssi_plan_free(pl);
+    }
+    ssi_profile_free(p);
+}
+
 int main(void) {
     RUN(t_hidden_chosen);
     RUN(t_prefetch_order);
@@ -445,5 +512,6 @@ int main(void) {
     RUN(t_skip_rules);
     RUN(t_property);
     RUN(t_workload);
+    RUN(t_segment);
     return test_summary();
 }
