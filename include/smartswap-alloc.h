@@ -112,6 +112,12 @@ ss_status ss_alloc_reach(ss_alloc_t *a, uint64_t k, ss_stream_t *s, double *wait
  * a wait. On a device error the block stays pending, the status is returned and a later
  * ss_alloc_reach retries it.) */
 
+/* Out of memory, real mode: releases every deferred block now, before its operator, each
+ * after one query and (if the copy is still running) a host wait on its event; counted in
+ * stats.early_releases and *bytes (may be NULL). For an executor under memory pressure that has
+ * made sure no one reads those blocks again (a block whose copy is done is free to reuse). */
+ss_status ss_alloc_release_early(ss_alloc_t *a, uint64_t *bytes);
+
 /* Stock emulation: b's last use is recorded in e; b is reused only after an allocation call
  * finds e complete by polling pending events in order, one query each, until one is not ready
  * (one FIFO for all streams: head-of-line blocking as in c10 before per-stream deques). Under
@@ -136,6 +142,7 @@ typedef struct ss_alloc_stats {
     uint64_t segment_allocs, segment_frees;
     uint64_t oom_trims, evict_calls, oom_errors;
     uint64_t deferred_releases, event_queries, waits;
+    uint64_t early_releases;                        /* ss_alloc_release_early's */
     uint64_t reuse_count;                           /* block reuse interval: from completion */
     double   reuse_total_s, reuse_max_s;            /* of a block's last pending use to its */
                                                     /* next hand-out (docs/allocator.md) */

@@ -87,6 +87,8 @@ typedef struct ss_exec_report {
     double   stall_s;           /* device-clock seconds spent in those waits (cpu-sim exact) */
     uint32_t evictions;         /* tensors swapped out by the eviction fallback */
     uint64_t evicted_bytes;
+    uint64_t early_freed;           /* out of memory: swapped-out blocks released before their
+                                       planned operator (after waiting for their copies) */
     uint32_t host_full;         /* swaps skipped because the host pool was at its cap */
     uint32_t stale;             /* 1: the plan was found stale (evictions): re-plan asked */
     uint64_t event_queries;     /* release-path event queries (allocator, or framework DROP) */

@@ -797,6 +797,25 @@ ss_status ss_alloc_reach(ss_alloc_t *a, uint64_t k, ss_stream_t *s, double *wait
     return st;
 }
 
+ss_status ss_alloc_release_early(ss_alloc_t *a, uint64_t *bytes) {
+    SS_CHECK_ARG(!a, "ss_alloc_release_early: allocator is NULL");
+    uint64_t sum = 0;
+    ss_status st = SS_OK;
+    lock(a);
+    while (a->heap_n) {
+        struct ss_block *b = a->heap[0];
+        uint64_t sz = b->size;
+        st = release_deferred(a, b, NULL, NULL);
+        if (st != SS_OK) break;      /* b stays at the top, pending */
+        heap_pop(a);
+        a->st.early_releases++;
+        sum += sz;
+    }
+    unlock(a);
+    if (bytes) *bytes = sum;
+    return st;
+}
+
 ss_status ss_alloc_trim(ss_alloc_t *a) {
     SS_CHECK_ARG(!a, "ss_alloc_trim: allocator is NULL");
     lock(a);

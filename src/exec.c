@@ -702,9 +702,38 @@ static double next_use(exec *x, const xt *t) {
     return 2.0 * F - (double)t->save_op + 0.5;
 }
 
+/* Out of memory, first resort: tensors already being swapped out (X_OUT) hold device blocks
+ * that the allocator releases only at their planned operator. Wait for their copies, poison
+ * them (still ours: nothing can reuse them before the release below), count them as swapped,
+ * and have the allocator release them all now. Cheaper than evicting a resident tensor, which
+ * needs a copy of its own. Sets *freed to the bytes released. */
+static void release_out_early(exec *x, uint64_t *freed) {
+    if (x->owner != SS_MEM_SMARTSWAP || x->stock || !x->alloc) return;
+    uint32_t n = 0;
+    for (xt *t = x->head; t; t = t->next) {
+        if (t->state != X_OUT) continue;
+        if (ss_event_sync(x->dev, t->ev_out) != SS_OK) return;   /* cannot tell: keep all */
+        n++;
+    }
+    if (!n) return;
+    for (xt *t = x->head; t; t = t->next) {
+        if (t->state != X_OUT) continue;
+        if (x->poison && !t->poisoned && ss_mem_poison(x->dev, t->ptr_out, (size_t)t->bytes) == SS_OK)
+            t->poisoned = 1;
+        t->state = X_HOST;
+        t->counted = 1;
+        x->ctx->swapped += t->bytes;
+    }
+    uint64_t rel = 0;
+    (void)ss_alloc_release_early(x->alloc, &rel);
+    x->rep.early_freed += rel;
+    *freed += rel;
+}
+
 static ss_status evict_locked(exec *x, uint64_t need, uint64_t *freed) {
     ss_ctx_t *ctx = x->ctx;
     *freed = 0;
+    release_out_early(x, freed);
     while (*freed < need) {
         xt *best = NULL;
         double bu = -1;
@@ -1056,6 +1085,7 @@ static ss_status x_iter_end(void *self, ss_ctx_t *ctx, ss_iter_report *rep) {
     T->stall_s += r->stall_s;
     T->evictions += r->evictions;
     T->evicted_bytes += r->evicted_bytes;
+    T->early_freed += r->early_freed;
     T->host_full += r->host_full;
     T->stale += r->stale;
     T->event_queries += r->event_queries;
