@@ -749,7 +749,34 @@ static ss_status evict_locked(exec *x, uint64_t need, uint64_t *freed) {
             double u = next_use(x, t);
             if (!best || u > bu || (u == bu && t->bytes > best->bytes)) { best = t; bu = u; }
         }
-        if (!best) break;
+        if (!best) {
+            /* last resort: undo a swap-in still in flight (its host copy is still held), the
+             * one used farthest away: wait for it, free its block; its load becomes a miss */
+            xt *c = NULL;
+            double cu = -1;
+            for (xt *t = x->head; t; t = t->next) {
+                if (t->state != X_IN || !t->ev_in || !t->host || x->owner != SS_MEM_SMARTSWAP) continue;
+                if (t->use_iter == ctx->iter && t->last_op == x->cur && x->in_iter) continue;
+                ssi_handle *h = ssi_ctx_handle(ctx, t->hv);
+                if (!h || !h->block) continue;
+                double u = next_use(x, t);
+                if (!c || u > cu) { c = t; cu = u; }
+            }
+            if (!c || ss_event_sync(x->dev, c->ev_in) != SS_OK) break;
+            ssi_handle *h = ssi_ctx_handle(ctx, c->hv);
+            ss_block_t *b = h->block;
+            uint64_t sz = ss_block_size(b);
+            if (x->poison) (void)ss_mem_poison(x->dev, ss_block_ptr(b), (size_t)c->bytes);
+            h->block = NULL;
+            if (ss_alloc_free(x->alloc, b) != SS_OK) break;
+            c->state = X_HOST;
+            c->counted = 1;
+            ctx->swapped += c->bytes;
+            *freed += sz;
+            x->rep.evictions++;
+            x->rep.evicted_bytes += c->bytes;
+            continue;
+        }
         ssi_handle *h = ssi_ctx_handle(ctx, best->hv);
         uint64_t sz = ss_block_size(h->block);
         ss_status st = issue_out(x, best, h, 0, 1);

@@ -122,6 +122,43 @@ static void t_plan(void) {
     free(o);
 }
 
+static void t_train(void) {
+    char *o, args[512];
+    const char *m = "train --layers 2 --hidden 32 --heads 4 --kv-heads 1 --ffn 96 --seq 32 --batch 4 "
+                    "--steps 6 --quiet";
+    snprintf(args, sizeof args, "%s --mode smartswap --budget 1MiB --log %s/run.jsonl", m, tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    CHECK_MSG(has(o, "totals: mode=smartswap") && !has(o, "swapped_out=0 "), "%s", o);
+    free(o);
+    char path[128];
+    snprintf(path, sizeof path, "%s/run.jsonl", tmpdir);
+    FILE *f = fopen(path, "r");
+    int lines = 0, keys = 1;
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        lines++;
+        keys &= strstr(line, "\"step\":") && strstr(line, "\"loss\":") && strstr(line, "\"ms\":") &&
+                strstr(line, "\"peak_bytes\":") && strstr(line, "\"swapped_bytes\":") &&
+                strstr(line, "\"stage\":");
+    }
+    if (f) fclose(f);
+    CHECK_EQ_INT(lines, 6);
+    CHECK(keys);
+    /* a budget below the model's own state names the minimum */
+    snprintf(args, sizeof args, "%s --mode smartswap --budget 100KiB", m);
+    CHECK_EQ_INT(run(args, &o), 1);
+    CHECK(has(o, "below the model's own state") && has(o, "the minimum is"));
+    free(o);
+    snprintf(args, sizeof args, "%s --device cuda", m);
+    CHECK(run(args, &o) != 0);
+    CHECK(has(o, "--device cuda"));
+    free(o);
+    snprintf(args, sizeof args, "%s --mode sideways", m);
+    CHECK(run(args, &o) != 0);
+    CHECK(has(o, "sideways"));
+    free(o);
+}
+
 static void t_demo_device(void) {
     char *o;
     CHECK_EQ_INT(run("demo-device", &o), 0);
@@ -143,6 +180,7 @@ int main(void) {
     RUN(t_bad_input);
     RUN(t_trace);
     RUN(t_plan);
+    RUN(t_train);
     RUN(t_demo_device);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
