@@ -120,11 +120,17 @@ static void t_unattributed(void) {
     CHECK_OK(ssi_sim_levels(p, lv));
     CHECK_EQ_U64(lv[2], 4096 + 8192 + 1024);
     CHECK_EQ_U64(lv[3], 4096 + 8192 + 5120);
+    /* what op 3 left (5000 -> 5120) is still held while op 4 runs (the real run frees it at
+     * op 4's end); op 4 and op 5 report none */
+    CHECK_EQ_U64(lv[4], 4096 + 8192 + 5120);
+    CHECK_EQ_U64(lv[5], 4096);
     ssi_sim_config c = cfg1(6);
+    c.record_ops = 1;
     ssi_sim_result r;
     CHECK_OK(ssi_sim_run(p, NULL, &c, &r, NULL, 0));
     CHECK_EQ_U64(r.peak_bytes, 4096 + 8192 + 5120);
     CHECK_EQ_U64(r.alloc.peak_in_use_bytes, r.peak_bytes);
+    for (int i = 0; i < 6; i++) CHECK_EQ_U64(r.op_mem[i], lv[i]);   /* the byte model, op by op */
     ssi_sim_result_free(&r);
     ssi_profile_free(p);
 }
