@@ -483,6 +483,8 @@ ss_status ssi_strategy_eval(const ssi_workload_config *wc, const ssi_strategy_en
             pc.h2d_bps = env->h2d_bps;
             pc.copy_latency_s = env->copy_latency_s;
             pc.time = sc.time;
+            pc.skip_min_budget = 1;   /* simulate never reports it; near a sweep's edge the
+                                         search would cost more than the plan itself */
             ssi_policy_report rep;
             memset(&rep, 0, sizeof rep);
             if ((st = ssi_policy_plan(p, &pc, &plan, &rep, err, err_len))) goto out;
