@@ -821,6 +821,14 @@ static ss_status x_iter_begin(void *self, ss_ctx_t *ctx, const ss_plan *plan) {
         x->prof = ctx->st.cache[ctx->st.cur].prof;
     }
     if (x->prof && (x->plan->nops != x->prof->nops)) x->prof = NULL;
+    /* A planned iteration starts from the allocator state the plan was simulated from: only
+     * what is live now (ssi_sim_run starts a fresh allocator). Segments cached from the
+     * previous iteration carry its layout; a plan close to the budget (pruned) then found
+     * its large requests split across them and took the out-of-memory path in every Stable
+     * iteration after the first (bench-recordstream: 11 evictions, stall above the
+     * prediction). Fully free segments go back here. */
+    if (x->alloc && x->owner == SS_MEM_SMARTSWAP && x->plan && x->plan->nentries)
+        (void)ss_alloc_trim(x->alloc);
     x->base_k = x->next_base;
     x->cur = 0;
     x->fwd_end = 0;

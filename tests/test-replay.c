@@ -237,6 +237,50 @@ static void t_stage_budgets(void) {
     ssi_profile_free(p0);
 }
 
+/* Stage machine + policy with the copy bandwidth calibrated as bench-recordstream does (a
+ * pruned plan close to the budget): every Stable iteration stalls exactly what the plan
+ * predicted (virtual clock) and takes no out-of-memory path. Segments cached from one
+ * iteration used to fragment the next one's large requests (11 evictions per iteration). */
+static void t_stage_stall_exact(void) {
+    ss_profile *p = gen_long(0, 0, 1024);   /* as the benchmark: not normalized */
+    CHECK(p != NULL);
+    if (!p) return;
+    uint64_t pk = 0, saved = 0;
+    for (uint32_t i = 0; i < p->nops; i++) if (p->ops[i].mem_after > pk) pk = p->ops[i].mem_after;
+    for (uint32_t t = 0; t < p->ntensors; t++)
+        if (p->tensors[t].flags & SS_TENSOR_SAVED) saved += p->tensors[t].bytes;
+    double gbps = 0;
+    CHECK_OK(ss_calib_bandwidth(NULL, (double)saved, p->iter_seconds, 1.0, &gbps));
+    for (int m = 0; m < 2; m++) {
+        uint32_t iters = ITERS(6, 5);
+        ssi_replay_config rc = stage_cfg((uint64_t)((double)pk * 0.5), iters);
+        rc.opts.sim_d2h_gbps = rc.opts.sim_h2d_gbps = gbps;
+        rc.opts.min_swap_bytes = 0;
+        rc.opts.release_mode = m ? SS_RELEASE_MODE_STOCK : SS_RELEASE_MODE_PREDICTED;
+        ssi_replay_result r;
+        char err[256];
+        const char *what = m ? "stock" : "predicted";
+        CHECK_OK(ssi_replay_run(p, &rc, &r, err, sizeof err));
+        check_clean(&r, rc.opts.budget_bytes, what);
+        int stable = 0;
+        for (uint32_t i = 0; r.it && i < r.iters; i++) {
+            const ssi_replay_iter *ri = &r.it[i];
+            if (ri->stage != SS_STAGE_STABLE) continue;
+            stable++;
+            CHECK_MSG(ri->x.evictions == 0 && ri->x.early_freed == 0, "%s iter %u: %u evictions",
+                      what, i, ri->x.evictions);
+            if (m == 0)
+                CHECK_MSG(ri->predicted_stall_s >= 0 &&
+                              fabs(ri->stall_s - ri->predicted_stall_s) <= ri->predicted_stall_s * 1e-9 + 1e-12,
+                          "%s iter %u: stall %.9g, predicted %.9g", what, i, ri->stall_s,
+                          ri->predicted_stall_s);
+        }
+        CHECK(stable >= 3);
+        ssi_replay_result_free(&r);
+    }
+    ssi_profile_free(p);
+}
+
 /* Only the sequence length (dense) or per-expert token counts (MoE) vary, from iteration to
  * iteration, under a plan made at the full length: the fuzzy matcher keeps the plan's bytes. */
 static void t_vary_shapes(void) {
@@ -373,6 +417,7 @@ int main(void) {
     ss_log_set(ss_log_stderr, NULL, SS_LOG_WARN);
     RUN(t_exact_vs_sim);
     RUN(t_stage_budgets);
+    RUN(t_stage_stall_exact);
     RUN(t_vary_shapes);
     RUN(t_offload_all_and_stock);
     RUN(t_stress);
