@@ -115,7 +115,10 @@ int main(int argc, char **argv) {
            l, e1, l - e1, light_ok ? "" : "  (NOT in Stable: check)");
     printf("  detailed mode %6.2f ns/op   empty loop %6.2f ns/op   profiler %6.2f ns/op\n", d, e2, d - e2);
     printf("  with saves/loads/releases (1 save per 8 ops): light %.2f ns/op, detailed %.2f ns/op\n", lf, df);
-    printf("  target: light mode <= 5 ns/op: %s\n", l <= 5.0 ? "met" : "NOT met");
+    /* the cost the light profiler adds to each operator is the light loop minus the empty loop
+     * over the same events (the loop, the call and the arrays are the caller's anyway) */
+    printf("  target: light-mode cost (light minus empty loop) <= 5 ns/op: %.2f: %s\n", l - e1,
+           l - e1 <= 5.0 ? "met" : "NOT met");
     ss_ctx_free(light);
     ss_ctx_free(det);
     free(ids); free(sites); free(h);
