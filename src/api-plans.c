@@ -148,28 +148,6 @@ static ss_status remap_names(ss_ctx_t *ctx, const ss_profile *src, ss_profile **
     return SS_OK;
 }
 
-/* Checkpoints of pl against prof (filled when it has none); key fields from prof. */
-static ss_status prepare(ss_plan *pl, const ss_profile *prof) {
-    uint64_t *run = NULL;
-    if (prof->nops && !(run = malloc(prof->nops * sizeof *run))) return SS_ERR_HOST_OOM;
-    ssi_profile_running_hashes(prof, run);
-    if (!pl->ck || !pl->nck || !pl->ck_every) {
-        free(pl->ck);
-        pl->ck = run;
-        pl->ck_every = 1;
-        pl->nck = prof->nops;
-    } else {
-        int bad = pl->nck > prof->nops / pl->ck_every;
-        for (uint32_t j = 0; !bad && j < pl->nck; j++) bad = pl->ck[j] != run[(size_t)(j + 1) * pl->ck_every - 1];
-        free(run);
-        if (bad) return SS_ERR_FORMAT;
-    }
-    pl->seq_hash = prof->seq_hash;
-    pl->size_sig = prof->size_sig;
-    pl->nops = prof->nops;
-    return SS_OK;
-}
-
 static void free_loaded(ss_ctx_t *ctx, loaded *L, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) {
         ssi_profile_free(L[i].prof);
@@ -246,7 +224,7 @@ ss_status ss_ctx_plans_load(ss_ctx_t *ctx, const char *path, uint32_t *count, ch
             snprintf(name, sizeof name, "plan %u", k);
             st = ssi_plan_parse(lt, llen, name, &L[k].plan, e2, sizeof e2);
         }
-        if (!st) st = prepare(L[k].plan, L[k].prof);
+        if (!st) st = ssi_stage_plan_prepare(L[k].plan, L[k].prof);
         if (st) {
             set_err(err, err_len, "%s: plan %u: %s", path, k,
                     e2[0] ? e2 : st == SS_ERR_FORMAT ? "its checkpoints disagree with its profile" : ss_status_str(st));

@@ -137,7 +137,7 @@ static int cache_slot(ss_ctx_t *ctx) {
 
 /* Checks the plan's checkpoints against the profile, or fills them (one per operator) when the
  * plan has none; sets the plan's key fields. SS_ERR_FORMAT for checkpoints that disagree. */
-static ss_status plan_prepare(ss_plan *pl, const ss_profile *prof) {
+ss_status ssi_stage_plan_prepare(ss_plan *pl, const ss_profile *prof) {
     uint64_t *run = NULL;
     if (prof->nops && !(run = malloc(prof->nops * sizeof *run))) return SS_ERR_HOST_OOM;
     ssi_profile_running_hashes(prof, run);
@@ -169,7 +169,7 @@ static ss_status cache_plan(ss_ctx_t *ctx, ss_profile *prof, int slot) {
     ss_plan *pl = NULL;
     ss_status st = s->planner.fn(s->planner.user, prof, &pl);
     if (st == SS_OK && !pl) st = SS_ERR_INVALID;
-    if (st == SS_OK) st = plan_prepare(pl, prof);
+    if (st == SS_OK) st = ssi_stage_plan_prepare(pl, prof);
     if (st) {
         if (pl) plan_free(ctx, pl);
         ctx->stats.plan_errors++;

@@ -139,4 +139,9 @@ void      ssi_stage_mark_stale(ss_ctx_t *ctx);
 /* The current plan (NULL none); lock held or driving thread. */
 const ss_plan *ssi_stage_plan(const ss_ctx_t *ctx);
 
+/* Checks the plan's checkpoints against the profile, or fills them (one per operator) when the
+ * plan has none; sets the plan's key fields (seq_hash, size_sig, nops) from the profile.
+ * SS_ERR_FORMAT (logged) for checkpoints that disagree, SS_ERR_HOST_OOM. */
+ss_status ssi_stage_plan_prepare(ss_plan *pl, const ss_profile *prof);
+
 #endif /* SS_STAGE_H */
