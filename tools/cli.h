@@ -39,4 +39,23 @@ int cli_size(const char *cmd, const char *flag, const char *value, uint64_t *out
 int cli_double(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out);
 int cli_int(const char *cmd, const char *flag, const char *value, long lo, long hi, long *out);
 
+/* ---- model and workload flags shared by trace gen and simulate (cli-model.c) ---------------- */
+struct ssi_workload_config;
+typedef struct cli_model {
+    const char *model;          /* --model NAME, or NULL */
+    uint32_t arch;              /* --arch (ssi_workload_arch) when have_arch */
+    int have_arch;
+    uint32_t layers, hidden, heads, kv, ffn, vocab;   /* explicit dimensions; 0 = not given */
+} cli_model;
+/* Consumes the model or workload flag at argv[*i] (--model --arch --layers --hidden --heads
+ * --kv-heads --ffn --vocab --batch --seq --dtype-bytes --moe --no-flash) into m and c. Returns 1
+ * when consumed (i advanced), 0 when argv[*i] is none of them, -1 after printing an error. */
+int cli_model_flag(const char *cmd, int argc, char **argv, int *i, cli_model *m,
+                   struct ssi_workload_config *c);
+/* Sets c's model from m: the preset, else all explicit dimensions, then explicit dimensions
+ * over the preset. Prints an error with a hint and returns 2 when something is missing. */
+int cli_model_apply(const char *cmd, const cli_model *m, struct ssi_workload_config *c);
+/* The preset names, comma separated, into buf. */
+const char *cli_model_presets(char *buf, size_t n);
+
 #endif /* SS_CLI_H */

@@ -356,10 +356,10 @@ static int plot_sweep(const char *out, const ssi_workload_config *c, const ssi_d
 int cmd_simulate(int argc, char **argv) {
     ssi_workload_config c;
     ssi_workload_default(&c);
-    const char *model = NULL, *device = "h200", *plot = NULL, *v;
-    uint32_t layers = 0, hidden = 0, heads = 0, kv = 0, ffn = 0, vocab = 0, arch = SSI_WORKLOAD_LLAMA;
+    const char *device = "h200", *plot = NULL, *v;
+    cli_model m = {0};
     uint32_t points = 16;
-    int have_arch = 0, json = 0, axis = -1;
+    int json = 0, axis = -1;
     uint64_t budget = 0, host = 0;
     int have_host = 0;
     double min_speed = 0, link = 0;
@@ -367,47 +367,12 @@ int cmd_simulate(int argc, char **argv) {
         const char *a = argv[i];
         int r;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        if (!strcmp(a, "--no-flash")) { c.flash = 0; i++; continue; }
         if (!strcmp(a, "--json")) { json = 1; i++; continue; }
 #define FLAG(name) ((r = cli_flag(argc, argv, &i, name, &v)) < 0 ? 2 : r)
-        if (FLAG("model") == 2) return 2; else if (r) { model = v; continue; }
+        if ((r = cli_model_flag(C, argc, argv, &i, &m, &c)) < 0) return 2; else if (r) continue;
         if (FLAG("device") == 2) return 2; else if (r) { device = v; continue; }
         if (FLAG("plot") == 2) return 2; else if (r) { plot = v; continue; }
-        if (FLAG("arch") == 2) return 2; else if (r) {
-            if (!strcmp(v, "llama")) arch = SSI_WORKLOAD_LLAMA;
-            else if (!strcmp(v, "gpt2")) arch = SSI_WORKLOAD_GPT2;
-            else { cli_error(C, "--arch is llama or gpt2", "--arch: unknown architecture '%s'", v); return 2; }
-            have_arch = 1;
-            continue;
-        }
-        if (FLAG("layers") == 2) return 2; else if (r) { if (flag_u32("layers", v, 1, 4096, &layers)) return 2; continue; }
-        if (FLAG("hidden") == 2) return 2; else if (r) { if (flag_u32("hidden", v, 1, 1 << 18, &hidden)) return 2; continue; }
-        if (FLAG("heads") == 2) return 2; else if (r) { if (flag_u32("heads", v, 1, 1 << 18, &heads)) return 2; continue; }
-        if (FLAG("kv-heads") == 2) return 2; else if (r) { if (flag_u32("kv-heads", v, 1, 1 << 18, &kv)) return 2; continue; }
-        if (FLAG("ffn") == 2) return 2; else if (r) { if (flag_u32("ffn", v, 1, 1 << 20, &ffn)) return 2; continue; }
-        if (FLAG("vocab") == 2) return 2; else if (r) { if (flag_u32("vocab", v, 1, 1 << 22, &vocab)) return 2; continue; }
-        if (FLAG("batch") == 2) return 2; else if (r) { if (flag_u32("batch", v, 1, 1 << 16, &c.batch)) return 2; continue; }
-        if (FLAG("seq") == 2) return 2; else if (r) { if (flag_u32("seq", v, 1, 1 << 22, &c.seq)) return 2; continue; }
         if (FLAG("points") == 2) return 2; else if (r) { if (flag_u32("points", v, 2, 256, &points)) return 2; continue; }
-        if (FLAG("dtype-bytes") == 2) return 2; else if (r) {
-            if (strcmp(v, "2") && strcmp(v, "4")) {
-                cli_error(C, "2 for bf16, 4 for f32", "--dtype-bytes: '%s' is not 2 or 4", v);
-                return 2;
-            }
-            c.dtype_bytes = (uint32_t)(v[0] - '0');
-            continue;
-        }
-        if (FLAG("moe") == 2) return 2; else if (r) {
-            unsigned e = 0, k = 0;
-            char extra;
-            if (sscanf(v, "%u:%u%c", &e, &k, &extra) != 2 || e < 1 || e > 4096 || k < 1 || k > e) {
-                cli_error(C, "--moe E:K with 1 <= K <= E <= 4096, e.g. --moe 8:2", "--moe: '%s' is not E:K", v);
-                return 2;
-            }
-            c.moe_experts = e;
-            c.moe_topk = k;
-            continue;
-        }
         if (FLAG("budget") == 2) return 2; else if (r) {
             if (cli_size(C, "budget", v, &budget)) return 2;
             if (!budget) { cli_error(C, "give a size such as 80GiB", "--budget must be > 0"); return 2; }
@@ -426,36 +391,7 @@ int cmd_simulate(int argc, char **argv) {
         else cli_error(C, HINT, "unexpected argument '%s'", a);
         return 2;
     }
-    if (model) {
-        if (ssi_workload_preset(&c, model) != SS_OK) {
-            char hint[400];
-            size_t len = (size_t)snprintf(hint, sizeof hint, "presets:");
-            for (size_t i = 0; ssi_workload_preset_at(i) && len < sizeof hint; i++)
-                len += (size_t)snprintf(hint + len, sizeof hint - len, " %s", ssi_workload_preset_at(i)->name);
-            if (len < sizeof hint) snprintf(hint + len, sizeof hint - len, "; or give --layers --hidden --heads --ffn --vocab");
-            cli_error(C, hint, "unknown model '%s'", model);
-            return 2;
-        }
-    } else {
-        const char *missing = !layers ? "--layers" : !hidden ? "--hidden" : !heads ? "--heads" :
-                              !ffn ? "--ffn" : !vocab ? "--vocab" : NULL;
-        if (missing) {
-            cli_error(C, "give --model NAME ('smartswap trace models') or all of --layers --hidden --heads --ffn --vocab",
-                      "no model: %s is missing", missing);
-            return 2;
-        }
-        c.arch = arch;
-        c.tied = c.arch == SSI_WORKLOAD_GPT2;
-    }
-    if (have_arch) c.arch = arch;
-    if (layers) c.layers = layers;
-    if (hidden) c.hidden = hidden;
-    if (heads) { c.heads = heads; if (!kv) c.kv_heads = heads; }
-    if (kv) c.kv_heads = kv;
-    if (ffn) c.ffn = ffn;
-    if (vocab) c.vocab = vocab;
-    if (model && (layers || hidden || heads || kv || ffn || vocab || have_arch))
-        snprintf(c.model, sizeof c.model, "%.30s-custom", model);
+    if (cli_model_apply(C, &m, &c)) return 2;
     const ssi_device_preset *d = ssi_preset_find(device);
     if (!d) {
         char hint[300];

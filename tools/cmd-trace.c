@@ -53,13 +53,6 @@ static void usage(FILE *f) {
             "       smartswap trace models              the model presets and their sources\n");
 }
 
-static const char *preset_list(char *buf, size_t n) {
-    size_t len = 0;
-    buf[0] = 0;
-    for (size_t i = 0; ssi_workload_preset_at(i) && len < n; i++)
-        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "", ssi_workload_preset_at(i)->name);
-    return buf;
-}
 
 static int cmd_models(void) {
     printf("%-14s %-6s %6s %6s %5s %4s %6s %7s %5s  %s\n", "model", "arch", "layers", "hidden", "heads", "kv",
@@ -73,25 +66,18 @@ static int cmd_models(void) {
 }
 
 /* Parses an unsigned flag value into *out within [lo, hi]. */
-static int flag_u32(const char *flag, const char *v, long lo, long hi, uint32_t *out) {
-    long x;
-    if (cli_int("trace gen", flag, v, lo, hi, &x)) return 1;
-    *out = (uint32_t)x;
-    return 0;
-}
 
 static int cmd_gen(int argc, char **argv) {
     const char *C = "trace gen", *HINT = "see 'smartswap trace gen --help'";
     ssi_workload_config c;
     ssi_workload_default(&c);
-    const char *model = NULL, *out = NULL, *v;
-    uint32_t layers = 0, hidden = 0, heads = 0, kv = 0, ffn = 0, vocab = 0, arch = SSI_WORKLOAD_LLAMA;
-    int have_arch = 0, tied = -1;
+    const char *out = NULL, *v;
+    cli_model m = {0};
+    int tied = -1;
     for (int i = 1; i < argc;) {
         const char *a = argv[i];
         int r;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage_gen(stdout); return 0; }
-        if (!strcmp(a, "--no-flash")) { c.flash = 0; i++; continue; }
         if (!strcmp(a, "--tied")) { tied = 1; i++; continue; }
         if (!strcmp(a, "-o")) {
             if (i + 1 >= argc) { cli_error(C, HINT, "-o needs a file name"); return 2; }
@@ -100,42 +86,8 @@ static int cmd_gen(int argc, char **argv) {
             continue;
         }
 #define FLAG(name) ((r = cli_flag(argc, argv, &i, name, &v)) < 0 ? 2 : r)
-        if (FLAG("model") == 2) return 2; else if (r) { model = v; continue; }
+        if ((r = cli_model_flag(C, argc, argv, &i, &m, &c)) < 0) return 2; else if (r) continue;
         if (FLAG("output") == 2) return 2; else if (r) { out = v; continue; }
-        if (FLAG("arch") == 2) return 2; else if (r) {
-            if (!strcmp(v, "llama")) arch = SSI_WORKLOAD_LLAMA;
-            else if (!strcmp(v, "gpt2")) arch = SSI_WORKLOAD_GPT2;
-            else { cli_error(C, "--arch is llama or gpt2", "--arch: unknown architecture '%s'", v); return 2; }
-            have_arch = 1;
-            continue;
-        }
-        if (FLAG("layers") == 2) return 2; else if (r) { if (flag_u32("layers", v, 1, 4096, &layers)) return 2; continue; }
-        if (FLAG("hidden") == 2) return 2; else if (r) { if (flag_u32("hidden", v, 1, 1 << 18, &hidden)) return 2; continue; }
-        if (FLAG("heads") == 2) return 2; else if (r) { if (flag_u32("heads", v, 1, 1 << 18, &heads)) return 2; continue; }
-        if (FLAG("kv-heads") == 2) return 2; else if (r) { if (flag_u32("kv-heads", v, 1, 1 << 18, &kv)) return 2; continue; }
-        if (FLAG("ffn") == 2) return 2; else if (r) { if (flag_u32("ffn", v, 1, 1 << 20, &ffn)) return 2; continue; }
-        if (FLAG("vocab") == 2) return 2; else if (r) { if (flag_u32("vocab", v, 1, 1 << 22, &vocab)) return 2; continue; }
-        if (FLAG("batch") == 2) return 2; else if (r) { if (flag_u32("batch", v, 1, 1 << 16, &c.batch)) return 2; continue; }
-        if (FLAG("seq") == 2) return 2; else if (r) { if (flag_u32("seq", v, 1, 1 << 22, &c.seq)) return 2; continue; }
-        if (FLAG("dtype-bytes") == 2) return 2; else if (r) {
-            if (strcmp(v, "2") && strcmp(v, "4")) {
-                cli_error(C, "2 for bf16, 4 for f32", "--dtype-bytes: '%s' is not 2 or 4", v);
-                return 2;
-            }
-            c.dtype_bytes = (uint32_t)(v[0] - '0');
-            continue;
-        }
-        if (FLAG("moe") == 2) return 2; else if (r) {
-            unsigned e = 0, k = 0;
-            char extra;
-            if (sscanf(v, "%u:%u%c", &e, &k, &extra) != 2 || e < 1 || e > 4096 || k < 1 || k > e) {
-                cli_error(C, "--moe E:K with 1 <= K <= E <= 4096, e.g. --moe 8:2", "--moe: '%s' is not E:K", v);
-                return 2;
-            }
-            c.moe_experts = e;
-            c.moe_topk = k;
-            continue;
-        }
         if (FLAG("tflops") == 2) return 2; else if (r) {
             double x;
             if (cli_double(C, "tflops", v, 1e-3, 1e6, &x)) return 2;
@@ -153,39 +105,8 @@ static int cmd_gen(int argc, char **argv) {
         else cli_error(C, HINT, "unexpected argument '%s' (the output file is given with -o)", a);
         return 2;
     }
-    char names[256];
-    if (model) {
-        if (ssi_workload_preset(&c, model) != SS_OK) {
-            char hint[320];
-            snprintf(hint, sizeof hint, "presets: %s; or give --layers --hidden --heads --ffn --vocab",
-                     preset_list(names, sizeof names));
-            cli_error(C, hint, "unknown model '%s'", model);
-            return 2;
-        }
-    } else {
-        const char *missing = !layers ? "--layers" : !hidden ? "--hidden" : !heads ? "--heads" :
-                              !ffn ? "--ffn" : !vocab ? "--vocab" : NULL;
-        if (missing) {
-            char hint[320];
-            snprintf(hint, sizeof hint, "give --model NAME (%s) or all of --layers --hidden --heads --ffn --vocab",
-                     preset_list(names, sizeof names));
-            cli_error(C, hint, "no model: %s is missing", missing);
-            return 2;
-        }
-        c.arch = arch;
-        c.tied = c.arch == SSI_WORKLOAD_GPT2;
-        if (c.arch == SSI_WORKLOAD_GPT2) c.max_pos = 0;
-    }
-    if (have_arch) c.arch = arch;
-    if (layers) c.layers = layers;
-    if (hidden) c.hidden = hidden;
-    if (heads) { c.heads = heads; if (!kv) c.kv_heads = heads; }
-    if (kv) c.kv_heads = kv;
-    if (ffn) c.ffn = ffn;
-    if (vocab) c.vocab = vocab;
+    if (cli_model_apply(C, &m, &c)) return 2;
     if (tied >= 0) c.tied = tied;
-    if (model && (layers || hidden || heads || kv || ffn || vocab || have_arch))
-        snprintf(c.model, sizeof c.model, "%.30s-custom", model);
     if (!out) {
         cli_error(C, "add -o FILE", "no output file");
         return 2;
