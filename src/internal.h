@@ -96,6 +96,11 @@ char *ssi_strdup(const char *s);
 /* snprintf into buf[len] that never overflows and always terminates (len > 0). */
 void ssi_fmt(char *buf, size_t len, const char *fmt, ...) SS_PRINTF(3, 4);
 
+/* Reports an error for a caller that may or may not want it as text: formats into err when
+ * err_len > 0, else logs it with SS_ERROR. */
+void ssi_report(char *err, size_t err_len, const char *fmt, ...) SS_PRINTF(3, 4);
+void ssi_vreport(char *err, size_t err_len, const char *fmt, va_list ap);
+
 /* Writes `len` bytes to path atomically: a temporary file in the same folder, fsync, rename.
  * Never leaves a partial file. SS_ERR_IO with a log line naming the path on failure. */
 ss_status ssi_write_file_atomic(const char *path, const void *data, size_t len);

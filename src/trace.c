@@ -490,16 +490,7 @@ int ssi_phase_from_name(const char *name) {
     return -1;
 }
 
-static void set_err(char *err, size_t err_len, const char *fmt, ...) SS_PRINTF(3, 4);
-static void set_err(char *err, size_t err_len, const char *fmt, ...) {
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (err && err_len) ssi_fmt(err, err_len, "%s", msg);
-    else SS_ERROR("%s", msg);
-}
+#define set_err ssi_report
 
 ss_status ssi_profile_to_buffer(const ss_profile *p, char **out, size_t *len, char *err, size_t err_len) {
     if (!p || !out || !len) return SS_ERR_INVALID;

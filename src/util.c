@@ -162,6 +162,20 @@ void ssi_fmt(char *buf, size_t len, const char *fmt, ...) {
     va_end(ap);
 }
 
+void ssi_vreport(char *err, size_t err_len, const char *fmt, va_list ap) {
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (err && err_len) ssi_fmt(err, err_len, "%s", msg);
+    else SS_ERROR("%s", msg);
+}
+
+void ssi_report(char *err, size_t err_len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ssi_vreport(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
 ss_status ssi_write_file_atomic(const char *path, const void *data, size_t len) {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {

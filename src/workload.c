@@ -106,15 +106,13 @@ static const char *const cat_names[SSI_WL_CAT_COUNT] = {
 
 const char *ssi_workload_cat_name(uint32_t cat) { return cat < SSI_WL_CAT_COUNT ? cat_names[cat] : "?"; }
 
+/* An invalid configuration: the message into err (or the log); returns 1. */
 static int bad(char *err, size_t err_len, const char *fmt, ...) SS_PRINTF(3, 4);
 static int bad(char *err, size_t err_len, const char *fmt, ...) {
-    char msg[300];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    ssi_vreport(err, err_len, fmt, ap);
     va_end(ap);
-    if (err && err_len) ssi_fmt(err, err_len, "%s", msg);
-    else SS_ERROR("%s", msg);
     return 1;
 }
 
