@@ -240,6 +240,19 @@ static void cleanup_dir(const char *dir, const char *const *files, int n) {
     rmdir(dir);
 }
 
+/* Makes the temporary folder dir (a mkdtemp template) and opens files[0] in it for writing;
+ * prints the error and returns NULL (nothing left behind) on failure. */
+static FILE *plot_begin(char *dir, const char *const *files, char *path, size_t n) {
+    if (!mkdtemp(dir)) {
+        cli_error(C, "check that /tmp is writable", "cannot create a temporary folder: %s", strerror(errno));
+        return NULL;
+    }
+    snprintf(path, n, "%s/%s", dir, files[0]);
+    FILE *f = fopen(path, "w");
+    if (!f) { cli_error(C, NULL, "cannot write %s: %s", path, strerror(errno)); cleanup_dir(dir, files, 2); }
+    return f;
+}
+
 /* Writes gnuplot's string literal for s (single quotes doubled). */
 static void gp_str(FILE *f, const char *s) {
     fputc('\'', f);
@@ -254,10 +267,8 @@ static int plot_memory(const char *out, const ssi_workload_config *c, const ssi_
                        const ssi_strategy_env *env, const ssi_strategy_result *r) {
     static const char *const files[] = {"mem.dat", "plot.gp"};
     char dir[] = "/tmp/smartswap-plot-XXXXXX", path[600];
-    if (!mkdtemp(dir)) { cli_error(C, "check that /tmp is writable", "cannot create a temporary folder: %s", strerror(errno)); return 1; }
-    snprintf(path, sizeof path, "%s/mem.dat", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) { cli_error(C, NULL, "cannot write %s: %s", path, strerror(errno)); cleanup_dir(dir, files, 2); return 1; }
+    FILE *f = plot_begin(dir, files, path, sizeof path);
+    if (!f) return 1;
     for (int k = 0; k < SSI_STRAT_COUNT; k++) {
         fprintf(f, "# %s\n", ssi_strategy_title(k));
         for (uint32_t i = 0; i < r[k].npoints; i++) fprintf(f, "%.6f %.4f\n", r[k].t[i], gib(r[k].mem[i]));
@@ -301,10 +312,8 @@ static int plot_sweep(const char *out, const ssi_workload_config *c, const ssi_d
                       const ssi_sweep_result *s) {
     static const char *const files[] = {"sweep.dat", "plot.gp"};
     char dir[] = "/tmp/smartswap-plot-XXXXXX", path[600];
-    if (!mkdtemp(dir)) { cli_error(C, "check that /tmp is writable", "cannot create a temporary folder: %s", strerror(errno)); return 1; }
-    snprintf(path, sizeof path, "%s/sweep.dat", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) { cli_error(C, NULL, "cannot write %s: %s", path, strerror(errno)); cleanup_dir(dir, files, 2); return 1; }
+    FILE *f = plot_begin(dir, files, path, sizeof path);
+    if (!f) return 1;
     for (int k = 0; k < SSI_STRAT_COUNT; k++) {
         fprintf(f, "# %s\n", ssi_strategy_title(k));
         int any = 0;
