@@ -253,6 +253,17 @@ static FILE *plot_begin(char *dir, const char *const *files, char *path, size_t 
     return f;
 }
 
+/* Closes the data file f (checking it was written) and opens files[1], the gnuplot script, in
+ * dir; prints the error, removes the folder and returns NULL on failure. */
+static FILE *plot_script(FILE *f, const char *dir, const char *const *files, char *path, size_t n) {
+    int bad = ferror(f);
+    if (fclose(f) || bad) { cli_error(C, NULL, "cannot write %s", path); cleanup_dir(dir, files, 2); return NULL; }
+    snprintf(path, n, "%s/%s", dir, files[1]);
+    f = fopen(path, "w");
+    if (!f) { cli_error(C, NULL, "cannot write %s: %s", path, strerror(errno)); cleanup_dir(dir, files, 2); }
+    return f;
+}
+
 /* Writes gnuplot's string literal for s (single quotes doubled). */
 static void gp_str(FILE *f, const char *s) {
     fputc('\'', f);
@@ -275,11 +286,7 @@ static int plot_memory(const char *out, const ssi_workload_config *c, const ssi_
         if (r[k].npoints) fprintf(f, "%.6f %.4f\n", r[k].iter_s, gib(r[k].mem[r[k].npoints - 1]));
         fprintf(f, "\n\n");
     }
-    int bad = ferror(f);
-    if (fclose(f) || bad) { cli_error(C, NULL, "cannot write %s", path); cleanup_dir(dir, files, 2); return 1; }
-    snprintf(path, sizeof path, "%s/plot.gp", dir);
-    f = fopen(path, "w");
-    if (!f) { cli_error(C, NULL, "cannot write %s: %s", path, strerror(errno)); cleanup_dir(dir, files, 2); return 1; }
+    if (!(f = plot_script(f, dir, files, path, sizeof path))) return 1;
     fprintf(f, "%s\nset output ", terminal_for(out));
     gp_str(f, out);
     char title[300];
@@ -301,7 +308,7 @@ static int plot_memory(const char *out, const ssi_workload_config *c, const ssi_
     }
     fprintf(f, "%.4f with lines dt 2 lw 2 lc rgb 'black' title 'budget %.2f GiB'\n", gib(env->budget_bytes),
             gib(env->budget_bytes));
-    bad = ferror(f);
+    int bad = ferror(f);
     if (fclose(f) || bad) { cli_error(C, NULL, "cannot write %s", path); cleanup_dir(dir, files, 2); return 1; }
     int rc = run_gnuplot(dir, out);
     cleanup_dir(dir, files, 2);
@@ -323,11 +330,7 @@ static int plot_sweep(const char *out, const ssi_workload_config *c, const ssi_d
         if (!any) fprintf(f, "NaN NaN\n");
         fprintf(f, "\n\n");
     }
-    int bad = ferror(f);
-    if (fclose(f) || bad) { cli_error(C, NULL, "cannot write %s", path); cleanup_dir(dir, files, 2); return 1; }
-    snprintf(path, sizeof path, "%s/plot.gp", dir);
-    f = fopen(path, "w");
-    if (!f) { cli_error(C, NULL, "cannot write %s: %s", path, strerror(errno)); cleanup_dir(dir, files, 2); return 1; }
+    if (!(f = plot_script(f, dir, files, path, sizeof path))) return 1;
     const char *ax = ssi_sweep_axis_name(s->axis);
     fprintf(f, "%s\nset output ", terminal_for(out));
     gp_str(f, out);
@@ -353,7 +356,7 @@ static int plot_sweep(const char *out, const ssi_workload_config *c, const ssi_d
         gp_str(f, lab);
     }
     fprintf(f, "\n");
-    bad = ferror(f);
+    int bad = ferror(f);
     if (fclose(f) || bad) { cli_error(C, NULL, "cannot write %s", path); cleanup_dir(dir, files, 2); return 1; }
     int rc = run_gnuplot(dir, out);
     cleanup_dir(dir, files, 2);
