@@ -126,7 +126,8 @@ static void t_train(void) {
     char *o, args[512];
     const char *m = "train --layers 2 --hidden 32 --heads 4 --kv-heads 1 --ffn 96 --seq 32 --batch 4 "
                     "--steps 6 --quiet";
-    snprintf(args, sizeof args, "%s --mode smartswap --budget 1MiB --log %s/run.jsonl", m, tmpdir);
+    snprintf(args, sizeof args, "%s --mode smartswap --budget 1MiB --log %s/run.jsonl --timeline %s/tl.json", m,
+             tmpdir, tmpdir);
     CHECK_EQ_INT(run(args, &o), 0);
     CHECK_MSG(has(o, "totals: mode=smartswap") && !has(o, "swapped_out=0 "), "%s", o);
     free(o);
@@ -144,6 +145,20 @@ static void t_train(void) {
     if (f) fclose(f);
     CHECK_EQ_INT(lines, 6);
     CHECK(keys);
+    /* --timeline: a Chrome trace of the last step with its three lanes and swap copies */
+    snprintf(path, sizeof path, "%s/tl.json", tmpdir);
+    f = fopen(path, "r");
+    size_t tn = 0;
+    char *tl = calloc(1, 1 << 20);
+    if (f && tl) { tn = fread(tl, 1, (1 << 20) - 1, f); fclose(f); }
+    CHECK(tn > 0 && has(tl, "smartswap-timeline") && has(tl, "\"name\":\"d2h\"") && has(tl, "\"cat\":\"compute\"") &&
+          has(tl, "\"name\":\"out t"));
+    free(tl);
+    /* without a swapping mode there is no timeline: a clear error */
+    snprintf(args, sizeof args, "%s --mode none --timeline %s/tl2.json", m, tmpdir);
+    CHECK_EQ_INT(run(args, &o), 2);
+    CHECK_MSG(has(o, "--timeline") && has(o, "--mode smartswap"), "%s", o);
+    free(o);
     /* a budget below the model's own state names the minimum */
     snprintf(args, sizeof args, "%s --mode smartswap --budget 100KiB", m);
     CHECK_EQ_INT(run(args, &o), 1);

@@ -78,6 +78,8 @@ static void usage(FILE *f) {
             "  --d2h-gbps X, --h2d-gbps X   set the link instead of calibrating it\n"
             "output:\n"
             "  --log FILE        one JSON object per step\n"
+            "  --timeline FILE   smartswap/offload-all: the last step's compute, D2H and H2D lanes as a\n"
+            "                    Chrome trace (Perfetto opens it; docs/executor.md)\n"
             "  --save-weights FILE  the weights after the last step (GPTW v1, docs/trainer.md)\n"
             "  --threads N       OpenMP threads (default: OMP_NUM_THREADS or all cores)\n"
             "  --quiet           no per-step lines (summary only)\n\n"
@@ -109,7 +111,7 @@ typedef struct flags {
     long        steps, seed, threads, accum, eval_every;
     int         seq_min;
     double      lr;
-    const char *data, *device, *log, *save, *plan_in, *plan_out;
+    const char *data, *device, *log, *save, *plan_in, *plan_out, *timeline;
     uint64_t    budget, min_swap, host_mem;
     int         mode, quiet, min_swap_set, host_mem_set, budget_given;
     double      ratio_scale, d2h_gbps, h2d_gbps, headroom;
@@ -146,7 +148,7 @@ static int parse(int argc, char **argv, flags *fl) {
     fl->steps = 20; fl->seed = 1; fl->threads = 0; fl->lr = 3e-3; fl->accum = 1; fl->eval_every = 0;
     fl->seq_min = 0;
     fl->data = NULL; fl->device = "cpu-sim"; fl->log = NULL; fl->save = NULL;
-    fl->plan_in = NULL; fl->plan_out = NULL;
+    fl->plan_in = NULL; fl->plan_out = NULL; fl->timeline = NULL;
     fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0;
     fl->min_swap = 0; fl->host_mem = 0; fl->min_swap_set = fl->host_mem_set = fl->budget_given = 0;
     fl->ratio_scale = 0; fl->d2h_gbps = fl->h2d_gbps = 0; fl->calib_steps = 3;
@@ -197,6 +199,9 @@ static int parse(int argc, char **argv, flags *fl) {
         } else if ((r = cli_flag(argc, argv, &i, "plan", &v))) {
             if (r < 0) return 2;
             fl->plan_in = v;
+        } else if ((r = cli_flag(argc, argv, &i, "timeline", &v))) {
+            if (r < 0) return 2;
+            fl->timeline = v;
         } else if ((r = cli_flag(argc, argv, &i, "save-plan", &v))) {
             if (r < 0) return 2;
             fl->plan_out = v;
@@ -282,6 +287,11 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     int swapping = fl.mode == GPT_MODE_SMARTSWAP || fl.mode == GPT_MODE_OFFLOAD_ALL;
+    if (fl.timeline && !swapping) {
+        cli_error(CMD, "use --mode smartswap or offload-all, or drop --timeline",
+                  "--timeline: the %s mode has no executor whose copies it could record", gpt_mode_name((gpt_mode)fl.mode));
+        return 2;
+    }
     ss_options opts;
     if (cli_options_init(CMD, &opts)) return 2;
     if (fl.ratio_scale > 0) opts.sim_ratio_scale = fl.ratio_scale;
@@ -460,6 +470,7 @@ int cmd_train(int argc, char **argv) {
     for (long s = 0, done = 0; s < fl.steps; s++) {
         for (int ev = 0; ev < 2; ev++) {
             if (ev == 1 && !(fl.eval_every && (s + 1) % fl.eval_every == 0)) break;
+            if (fl.timeline && swapping && s == fl.steps - 1 && ev == 0) ss_ctx_exec_timeline(ctx, 1);
             double t0 = now_s();
             float loss;
             int e = ev ? gpt_eval_step(&m, &data, &sch, (int)evals, iter, &bb, &loss)
@@ -545,6 +556,15 @@ int cmd_train(int argc, char **argv) {
         cli_error(CMD, "check the path", "--save-weights: %s", m.errmsg);
         rc = 1;
         goto out_model;
+    }
+    if (fl.timeline) {
+        ss_status tst = ss_ctx_exec_timeline_write(ctx, fl.timeline);
+        if (tst) {
+            cli_error(CMD, "check the directory exists and is writable", "--timeline: cannot write '%s' (%s)",
+                      fl.timeline, ss_status_str(tst));
+            rc = 1;
+            goto out_model;
+        }
     }
     uint32_t plans_saved = 0;
     if (fl.plan_out) {
