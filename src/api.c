@@ -197,6 +197,8 @@ ss_status ss_ctx_set_mem(ss_ctx_t *ctx, uint64_t bytes_in_use) {
     return SS_OK;
 }
 
+_Thread_local int ssi_tl_ovh;
+
 /* ---- iterations ----------------------------------------------------------------------------- */
 
 ss_status ss_ctx_iter_begin(ss_ctx_t *ctx) {
@@ -385,7 +387,11 @@ static ss_status save_impl(ss_ctx_t *ctx, void *ptr, ss_block_t *block, uint64_t
     ss_status st = SS_OK;
     if (!ctx->opts.disable) {
         st = ssi_stage_save(ctx, ctx->nsaves, n - 1, e);
-        if (!st && ctx->exec && ctx->exec->save) st = ctx->exec->save(ctx->exec->self, ctx, hv, e);
+        if (!st && ctx->exec && ctx->exec->save) {
+            ssi_ovh o = ssi_ovh_begin(ctx);
+            st = ctx->exec->save(ctx->exec->self, ctx, hv, e);
+            ssi_ovh_end(ctx, o);
+        }
     }
     if (st) {   /* undo: the slot goes (back) onto the free list */
         e->live = 0;
@@ -442,8 +448,11 @@ ss_status ss_ctx_load(ss_ctx_t *ctx, uint64_t handle, ss_stream_t *stream, void 
             st = ssi_rec_use(ctx, e->ord, n - 1);
             if (st == SS_ERR_INVALID) st = SS_OK;   /* a tensor the prefix did not carry */
         }
-        if (!st && ctx->exec && ctx->exec->load)
+        if (!st && ctx->exec && ctx->exec->load) {
+            ssi_ovh o = ssi_ovh_begin(ctx);
             st = ctx->exec->load(ctx->exec->self, ctx, handle, e, stream ? stream : ctx->compute, &p);
+            ssi_ovh_end(ctx, o);
+        }
     }
     if (!st) {
         ctx->nloads++;
@@ -472,7 +481,9 @@ ss_status ss_ctx_release(ss_ctx_t *ctx, uint64_t handle) {
             if (st == SS_ERR_INVALID) st = SS_OK;
         }
         if (ctx->exec && ctx->exec->release) {
+            ssi_ovh o = ssi_ovh_begin(ctx);
             ss_status st2 = ctx->exec->release(ctx->exec->self, ctx, handle, e);
+            ssi_ovh_end(ctx, o);
             if (!st) st = st2;
         }
     }

@@ -120,7 +120,32 @@ struct ss_ctx {
 
     ss_ctx_stats   stats;       /* lock */
     ss_iter_report last;        /* lock */
+
+    /* nanoseconds the driving and framework threads spent inside smartswap (API calls with an
+     * executor, eviction callbacks) during detailed iterations: ssi_rec_op subtracts them so
+     * that a profile's operator seconds are the caller's own time (ssi_ovh_begin/end) */
+    _Atomic uint64_t ovh_ns;
 };
+
+/* Overhead timing, only while a detailed iteration records (cheap otherwise). Nested spans
+ * on one thread (an eviction inside a load) count once. */
+typedef struct ssi_ovh { double t0; int on; } ssi_ovh;
+extern _Thread_local int ssi_tl_ovh;
+static inline ssi_ovh ssi_ovh_begin(ss_ctx_t *ctx) {
+    ssi_ovh o = {0, 0};
+    if (ctx->st.recording && !ssi_tl_ovh) {
+        ssi_tl_ovh = 1;
+        o.on = 1;
+        o.t0 = ssi_now();
+    }
+    return o;
+}
+static inline void ssi_ovh_end(ss_ctx_t *ctx, ssi_ovh o) {
+    if (!o.on) return;
+    double d = ssi_now() - o.t0;
+    if (d > 0) atomic_fetch_add_explicit(&ctx->ovh_ns, (uint64_t)(d * 1e9), memory_order_relaxed);
+    ssi_tl_ovh = 0;
+}
 
 /* Installs the executor (NULL: pass-through). Only between iterations. */
 ss_status ssi_ctx_set_exec(ss_ctx_t *ctx, const ssi_exec_ops *ops);

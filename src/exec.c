@@ -680,7 +680,9 @@ static void x_op(void *self, ss_ctx_t *ctx, uint32_t idx) {
     exec *x = self;
     pthread_mutex_lock(&ctx->lock);
     tl_held = ctx;
+    ssi_ovh o = ssi_ovh_begin(ctx);
     ss_status st = op_locked(x, idx);
+    ssi_ovh_end(ctx, o);
     if (st && !x->err) {
         x->err = st;
         SS_ERROR("exec: operator %u: %s", idx, ss_status_str(st));
@@ -803,7 +805,9 @@ static ss_status x_evict(void *user, uint64_t need, uint64_t *freed) {
     ss_ctx_t *ctx = x->ctx;
     int held = tl_held == ctx;
     if (!held) { pthread_mutex_lock(&ctx->lock); tl_held = ctx; }
+    ssi_ovh o = ssi_ovh_begin(ctx);
     ss_status st = evict_locked(x, need, freed);
+    ssi_ovh_end(ctx, o);
     if (!held) { tl_held = NULL; pthread_mutex_unlock(&ctx->lock); }
     return st;
 }

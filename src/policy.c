@@ -788,8 +788,10 @@ static ss_status find_min_budget(ctx *k, uint64_t *out) {
 }
 
 static void fmt_desc(ctx *k, ss_plan *pl) {
-    const char *mode = k->cfg->time.mode == SSI_TIME_FLOPS ? "per-operator FLOPs"
-                     : k->cfg->time.mode == SSI_TIME_MEASURED ? "measured op times" : "logical layers";
+    int tm = k->cfg->time.mode;
+    if (tm == SSI_TIME_AUTO) tm = ssi_profile_has_op_times(k->p) ? SSI_TIME_MEASURED : SSI_TIME_LAYER;
+    const char *mode = tm == SSI_TIME_FLOPS ? "per-operator FLOPs"
+                     : tm == SSI_TIME_MEASURED ? "measured op times" : "logical layers";
     ssi_fmt(pl->desc, sizeof pl->desc, "d2h %.3g GB/s, h2d %.3g GB/s, times from %s, %u layers; %s",
             k->cfg->d2h_bps / 1e9, k->cfg->h2d_bps / 1e9, mode, k->L, k->p->desc);
 }
@@ -936,6 +938,6 @@ void ssi_policy_config_from_options(const ss_options *o, ssi_policy_config *c) {
     c->d2h_bps = o->sim_d2h_gbps * 1e9;
     c->h2d_bps = o->sim_h2d_gbps * 1e9;
     c->copy_latency_s = o->sim_latency_us * 1e-6;
-    c->time.mode = SSI_TIME_LAYER;
+    c->time.mode = SSI_TIME_AUTO;
     c->time.layers = o->layers > 0 ? (uint32_t)o->layers : 0;
 }

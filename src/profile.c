@@ -89,14 +89,30 @@ ss_status ssi_rec_start(ss_ctx_t *ctx) {
     uint32_t nn = atomic_load_explicit(&ctx->nnames, memory_order_relaxed);
     if ((st = ssi_ctx_sync_names(ctx, ctx->st.rec, nn))) return st;
     ctx->st.rec->base_bytes = ssi_ctx_mem_now(ctx);
+    ctx->st.rec_t = 0;
     ssi_fmt(ctx->st.rec->desc, sizeof ctx->st.rec->desc, "smartswap detailed profile, iteration %llu",
             (unsigned long long)ctx->iter);
     return SS_OK;
 }
 
+/* The caller's own seconds since the last recorded operator: wall time less the time spent
+ * inside smartswap (ctx->ovh_ns); becomes that operator's `seconds`. */
+static void rec_time(ss_ctx_t *ctx, ss_profile *p) {
+    if (ctx->st.rec_t < 0) return;   /* paused (operators replayed from the ring) */
+    double t = ssi_now();
+    uint64_t ov = atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed);
+    if (p->nops && ctx->st.rec_t > 0) {
+        double d = (t - ctx->st.rec_t) - (double)(ov - ctx->st.rec_ov) * 1e-9;
+        p->ops[p->nops - 1].seconds = d > 0 ? d : 0;
+    }
+    ctx->st.rec_t = t;
+    ctx->st.rec_ov = ov;
+}
+
 ss_status ssi_rec_op(ss_ctx_t *ctx, uint32_t id, uint64_t site) {
     ss_profile *p = ctx->st.rec;
     ss_status st;
+    rec_time(ctx, p);
     if (id >= p->nnames && (st = ssi_ctx_sync_names(ctx, p, id + 1))) return st;
     uint64_t mem = ssi_ctx_mem_now(ctx);
     if (p->nops) p->ops[p->nops - 1].mem_after = mem;
@@ -140,6 +156,7 @@ ss_status ssi_rec_release(ss_ctx_t *ctx, uint32_t ord, uint32_t op) {
 ss_status ssi_rec_finish(ss_ctx_t *ctx, uint64_t seq_hash, uint64_t size_sig, double seconds) {
     ss_profile *p = ctx->st.rec;
     if (p->nops) p->ops[p->nops - 1].mem_after = ssi_ctx_mem_now(ctx);
+    rec_time(ctx, p);
     p->seq_hash = seq_hash;
     p->size_sig = size_sig;
     p->iter_seconds = seconds;

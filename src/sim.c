@@ -42,11 +42,30 @@ uint32_t ssi_layers_for(const ss_profile *p, uint32_t layers) {
     return layers > n ? n : layers;
 }
 
+int ssi_profile_has_op_times(const ss_profile *p) {
+    uint32_t timed = 0;
+    for (uint32_t i = 0; p && i < p->nops; i++) timed += p->ops[i].seconds > 0;
+    return p && p->nops && 2 * (uint64_t)timed >= p->nops;
+}
+
 ss_status ssi_sim_op_times(const ss_profile *p, const ssi_time_config *tc, double *dur,
                            char *err, size_t err_len) {
     if (!p || !tc || (!dur && p->nops)) return SS_ERR_INVALID;
     uint32_t n = p->nops;
     if (n == 0) return SS_OK;
+    if (tc->mode == SSI_TIME_AUTO) {
+        ssi_time_config t = *tc;
+        if (!ssi_profile_has_op_times(p)) {
+            t.mode = SSI_TIME_LAYER;
+            return ssi_sim_op_times(p, &t, dur, err, err_len);
+        }
+        double sum = 0;
+        uint32_t timed = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (p->ops[i].seconds > 0) { sum += p->ops[i].seconds; timed++; }
+        for (uint32_t i = 0; i < n; i++) dur[i] = p->ops[i].seconds > 0 ? p->ops[i].seconds : sum / timed;
+        return SS_OK;
+    }
     switch (tc->mode) {
     case SSI_TIME_LAYER: {
         double T = tc->iter_seconds > 0 ? tc->iter_seconds : p->iter_seconds;

@@ -23,7 +23,10 @@
 typedef enum ssi_time_mode {
     SSI_TIME_LAYER = 0,     /* iteration time / logical layers, spread evenly over a layer's ops */
     SSI_TIME_FLOPS = 1,     /* per operator: flops / flops_per_s + op_overhead_s */
-    SSI_TIME_MEASURED = 2   /* per operator: the profile's seconds */
+    SSI_TIME_MEASURED = 2,  /* per operator: the profile's seconds */
+    SSI_TIME_AUTO = 3       /* MEASURED when the profile has operator seconds (a detailed
+                               iteration records them), its gaps filled with their mean; else
+                               LAYER */
 } ssi_time_mode;
 
 typedef struct ssi_time_config {
@@ -42,6 +45,8 @@ uint32_t ssi_layers_for(const ss_profile *p, uint32_t layers);
 static inline uint32_t ssi_layer_first(uint32_t nops, uint32_t L, uint32_t l) {
     return (uint32_t)((uint64_t)l * nops / L);
 }
+/* 1 when at least half of p's operators carry measured seconds (what SSI_TIME_AUTO uses). */
+int ssi_profile_has_op_times(const ss_profile *p);
 /* Fills dur[0..nops) with each operator's duration. SS_ERR_INVALID (message in err) when the
  * mode lacks what it needs: LAYER without an iteration time, FLOPS without FLOP/s or without
  * any operator FLOPs, MEASURED without any operator seconds. */

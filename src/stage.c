@@ -307,6 +307,9 @@ static ss_status start_partial(ss_ctx_t *ctx, uint32_t n, uint32_t m, uint32_t u
     uint32_t k = n < src->nops ? n : src->nops;
     if (upto > k) upto = k;
     if ((st = ssi_profile_copy_prefix(p, src, k, m, upto))) return st;
+    /* operators replayed from the ring ran untimed: their seconds stay 0 (the planner fills
+     * them in); timing resumes with the operator running now */
+    s->rec_t = -1;
     for (uint32_t i = s->good_n; i < n; i++) {
         const ssi_ring_op *r = &ctx->ring[i & ctx->ring_mask];
         if (i < k) {
@@ -318,6 +321,8 @@ static ss_status start_partial(ss_ctx_t *ctx, uint32_t n, uint32_t m, uint32_t u
         }
     }
     s->recording = 2;
+    s->rec_t = ssi_now();
+    s->rec_ov = atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed);
     ctx->next_check = n + 1;
     s->nck = 0;
     return SS_OK;

@@ -116,6 +116,8 @@ typedef struct ssi_stage {
     uint32_t    diverged_at;
     uint32_t    mid_switches;
     ss_profile *rec;            /* the recording profile (owned; handed to the cache) */
+    double      rec_t;          /* ssi_now() at the last recorded operator; 0: none yet, < 0: paused */
+    uint64_t    rec_ov;         /* ctx->ovh_ns then */
     /* the bound on detailed iterations */
     uint32_t    streak, cooldown, cool_len;
     int         probe_pending;

@@ -284,6 +284,23 @@ static void t_time_modes(void) {
     p->ops[3].seconds = 0.5;
     CHECK_OK(ssi_sim_op_times(p, &tc, d, err, sizeof err));
     CHECK_NEAR(d[3], 0.5, 0);
+    /* AUTO: one timed op of ten is too few: the logical-layer estimate (iteration time 10 s) */
+    p->iter_seconds = 10;
+    tc.mode = SSI_TIME_AUTO;
+    tc.layers = 0;
+    CHECK(!ssi_profile_has_op_times(p));
+    CHECK_OK(ssi_sim_op_times(p, &tc, d, err, sizeof err));
+    CHECK_NEAR(d[3], 10.0 / ssi_default_layers(10) / (double)(ssi_layer_first(10, ssi_default_layers(10), 2) -
+               ssi_layer_first(10, ssi_default_layers(10), 1)), 1e-12);
+    /* half timed (0.1 .. 0.5 s): measured, the untimed ones get the mean (0.3 s) */
+    for (int i = 0; i < 5; i++) p->ops[2 * i].seconds = 0.1 * (i + 1);
+    p->ops[3].seconds = 0;
+    CHECK(ssi_profile_has_op_times(p));
+    CHECK_OK(ssi_sim_op_times(p, &tc, d, err, sizeof err));
+    CHECK_NEAR(d[0], 0.1, 0);
+    CHECK_NEAR(d[8], 0.5, 0);
+    CHECK_NEAR(d[1], 0.3, 1e-12);
+    CHECK_NEAR(d[9], 0.3, 1e-12);
     CHECK_EQ_INT(ssi_default_layers(10000), 100);
     CHECK_EQ_INT(ssi_default_layers(1), 1);
     CHECK_EQ_INT(ssi_default_layers(2), 2);

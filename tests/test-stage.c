@@ -12,6 +12,7 @@
  */
 #include "test.h"
 #include "api.h"
+#include "sim.h"
 
 enum { L = 4, NOPS = 4 * L + 1 };
 
@@ -544,6 +545,61 @@ static void t_disabled(void) {
     unsetenv("SMARTSWAP_DISABLE");
 }
 
+/* ---- measured operator seconds ------------------------------------------------------------ */
+
+static void spin(double s) {
+    double t0 = ssi_now();
+    while (ssi_now() - t0 < s) {}
+}
+
+/* an executor whose load takes 30 ms (a stall): time inside smartswap, not the caller's */
+static ss_status slow_load(void *self, ss_ctx_t *ctx, uint64_t handle, ssi_handle *h, ss_stream_t *s,
+                           void **ptr) {
+    (void)self; (void)ctx; (void)handle; (void)h; (void)s; (void)ptr;
+    spin(0.030);
+    return SS_OK;
+}
+
+static void t_op_seconds(void) {
+    /* a detailed iteration records each operator's seconds from its ss_ctx_op to the next (the
+     * last: to iter_end), less the time spent inside the executor */
+    ss_ctx_t *ctx = mk(0, 3, 8);
+    ssi_exec_ops ex;
+    memset(&ex, 0, sizeof ex);
+    ex.load = slow_load;
+    CHECK_OK(ssi_ctx_set_exec(ctx, &ex));
+    const double own[4] = {0.004, 0.024, 0.002, 0.012};
+    int64_t shape[1] = {16};
+    uint64_t h = 0;
+    void *p = NULL;
+    CHECK_OK(ss_ctx_iter_begin(ctx));
+    CHECK_OK(ss_ctx_op(ctx, ID_LIN, 1));
+    CHECK_OK(ss_ctx_save(ctx, buf, 64, SS_DTYPE_F32, 1, shape, 0, &h));
+    spin(own[0]);
+    CHECK_OK(ss_ctx_op(ctx, ID_ACT, 2));
+    spin(own[1]);
+    CHECK_OK(ss_ctx_op(ctx, ID_LINB, 3));
+    spin(own[2]);
+    CHECK_OK(ss_ctx_load(ctx, h, NULL, &p));   /* 30 ms inside the executor */
+    CHECK_OK(ss_ctx_release(ctx, h));
+    CHECK_OK(ss_ctx_op(ctx, ID_STEP, 4));
+    spin(own[3]);
+    ss_iter_report r;
+    CHECK_OK(ss_ctx_iter_end(ctx, &r));
+    CHECK_EQ_INT(r.detailed, 1);
+    CHECK(r.seconds >= 0.072);
+    const ss_profile *pr = ctx->st.cache[ctx->st.cur].prof;
+    CHECK_EQ_U64(pr->nops, 4);
+    for (int i = 0; i < 4; i++) {
+        /* at least the caller's own time; the slack allows for a loaded machine, and is far
+         * below the 30 ms of the load for operator 2 */
+        CHECK_MSG(pr->ops[i].seconds >= own[i] && pr->ops[i].seconds < own[i] + 0.015, "op %d: %.6f s, own %.3f s",
+                  i, pr->ops[i].seconds, own[i]);
+    }
+    CHECK(ssi_profile_has_op_times(pr));
+    ss_ctx_free(ctx);
+}
+
 int main(void) {
     RUN(t_steady);
     RUN(t_lazy_state);
@@ -555,5 +611,6 @@ int main(void) {
     RUN(t_lru);
     RUN(t_planner_fails);
     RUN(t_disabled);
+    RUN(t_op_seconds);
     return test_summary();
 }
