@@ -5,9 +5,19 @@
  * events order work across streams. In virtual-clock mode no thread is started and nothing
  * sleeps: every operation runs at once in the caller and its completion time is computed.
  *
- * Locking: one mutex (d->mu) and one condition variable (d->cv, always broadcast) per device
- * guard all queues, event states, the free list and the virtual clocks. Copies (memcpy) and
- * simulated durations (sleeps) run outside the lock.
+ * Locking: one mutex (d->mu) per device guards all queues, event states, the free list and the
+ * virtual clocks. Copies (memcpy) and simulated durations (sleeps) run outside the lock.
+ * Waiting: a hand-off wakes only a thread that can make progress, never everyone. Each thread
+ * or waiter sleeps on a condition variable of its own kind, all under d->mu:
+ *   engine->cv      the engine thread: new copies, shutdown (signalled when its queue was empty)
+ *   stream->cv      the stream thread: new ops (signalled when its queue was empty), stop, and
+ *                   the end of its own copy (sim_op.wake points here)
+ *   stream->sync_cv host threads in stream_sync; broadcast once fin reaches sync_min, the
+ *                   smallest target any of them waits for
+ *   event->cv       stream threads waiting on the event and host threads in event_sync /
+ *                   event_free; broadcast when a generation completes or pending drops to 0,
+ *                   and only while nwait says someone sleeps there
+ * A host-stream copy waits on a condition variable on the caller's stack.
  */
 #include "device-impl.h"
 
@@ -36,6 +46,7 @@ typedef struct sim_op {
     struct sim_event *ev;       /* record / wait */
     uint64_t gen;               /* record: the generation it completes; wait: waited for */
     int done;                   /* copy: set by the engine */
+    pthread_cond_t *wake;       /* copy: the waiter's condition variable, signalled at done */
     struct sim_op *next, *eng_next;
 } sim_op;
 
@@ -48,6 +59,9 @@ typedef struct sim_stream {
     sim_op *head, *tail;        /* FIFO; the head is the op being run */
     uint64_t enq, fin;          /* ops enqueued / finished */
     int quit;
+    pthread_cond_t cv;          /* the stream thread waits here */
+    pthread_cond_t sync_cv;     /* host threads in stream_sync wait here */
+    uint64_t sync_min;          /* smallest fin a stream_sync waits for; UINT64_MAX: none */
     double vtail;               /* virtual clock: when the stream's last op ends */
 } sim_stream;
 
@@ -57,12 +71,15 @@ typedef struct sim_event {
     double time;                /* device time of done_gen's completion (real clock) */
     double vtime;               /* virtual clock: completion time of the last record */
     int pending;                /* queued ops naming this event */
+    pthread_cond_t cv;          /* waiters for done_gen or pending == 0 */
+    int nwait;                  /* threads sleeping on cv */
 } sim_event;
 
 typedef struct sim_engine {
     pthread_t th;
     int started;
     sim_op *head, *tail;
+    pthread_cond_t cv;          /* the engine thread waits here */
     double gbps;
     double vfree;               /* virtual clock: when the engine is next free */
 } sim_engine;
@@ -71,7 +88,6 @@ typedef struct sim_range { size_t off, len; } sim_range;
 
 struct sim_dev {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     unsigned char *arena;
     size_t cap, map_len, used;
     sim_range *freel;           /* free ranges of the arena, sorted by offset, coalesced */
@@ -102,29 +118,43 @@ static int engine_of(ss_copy_kind k) { return k == SS_COPY_H2D ? ENG_H2D : ENG_D
 /* ---------------------------------------------------------------------------------------- */
 /* poison and guard patterns                                                                 */
 
-static void poison_fill(unsigned char *p, size_t n) {
+/* The poison pattern as bytes: SS_POISON_WORD is stored at every 4-aligned address, so the
+ * byte at address a is b[a & 3]; POISON_CHUNK + 4 bytes of the repeated word let a chunk that
+ * starts at any address be copied from (or compared with) b + (a & 3). */
+#define POISON_CHUNK 64u
+typedef struct poison_pat { unsigned char b[POISON_CHUNK + 4]; } poison_pat;
+
+static void poison_pattern(poison_pat *pp) {
     uint32_t w = SS_POISON_WORD;
-    unsigned char pb[4];
-    memcpy(pb, &w, 4);
+    for (size_t i = 0; i < sizeof pp->b; i += 4) memcpy(pp->b + i, &w, 4);
+}
+
+static void poison_fill(unsigned char *p, size_t n) {
+    poison_pat pp;
+    poison_pattern(&pp);
+    const unsigned char *src = pp.b + ((uintptr_t)p & 3);   /* chunks are multiples of 4 */
     size_t i = 0;
-    while (i < n && ((uintptr_t)(p + i) & 3)) { p[i] = pb[(uintptr_t)(p + i) & 3]; i++; }
-    for (; i + 4 <= n; i += 4) memcpy(p + i, &w, 4);
-    for (; i < n; i++) p[i] = pb[(uintptr_t)(p + i) & 3];
+    for (; i + POISON_CHUNK <= n; i += POISON_CHUNK) memcpy(p + i, src, POISON_CHUNK);
+    if (i < n) memcpy(p + i, src, n - i);
 }
 
 static size_t poison_count_bad(const unsigned char *p, size_t n) {
-    uint32_t w = SS_POISON_WORD;
-    unsigned char pb[4];
-    memcpy(pb, &w, 4);
+    poison_pat pp;
+    poison_pattern(&pp);
+    const unsigned char *src = pp.b + ((uintptr_t)p & 3);
     size_t bad = 0, i = 0;
-    while (i < n && ((uintptr_t)(p + i) & 3)) { bad += p[i] != pb[(uintptr_t)(p + i) & 3]; i++; }
-    for (; i + 4 <= n; i += 4) {
-        uint32_t x;
-        memcpy(&x, p + i, 4);
-        if (x != w)
-            for (int b = 0; b < 4; b++) bad += p[i + (size_t)b] != pb[b];
+    for (; i + POISON_CHUNK <= n; i += POISON_CHUNK) {
+        uint64_t diff = 0;    /* a fixed-length word loop: the compiler unrolls and vectorises it */
+        for (size_t k = 0; k < POISON_CHUNK; k += 8) {
+            uint64_t x, y;
+            memcpy(&x, p + i + k, 8);
+            memcpy(&y, src + k, 8);
+            diff |= x ^ y;
+        }
+        if (diff)
+            for (size_t k = 0; k < POISON_CHUNK; k++) bad += p[i + k] != src[k];
     }
-    for (; i < n; i++) bad += p[i] != pb[(uintptr_t)(p + i) & 3];
+    for (size_t k = 0; i + k < n; k++) bad += p[i + k] != src[k];
     return bad;
 }
 
@@ -257,7 +287,7 @@ static void *engine_thread(void *arg) {
     double sec_per_byte = 0;      /* this engine's measured memmove cost */
     pthread_mutex_lock(&d->mu);
     for (;;) {
-        while (!e->head && !d->quit) pthread_cond_wait(&d->cv, &d->mu);
+        while (!e->head && !d->quit) pthread_cond_wait(&e->cv, &d->mu);
         if (!e->head) break;
         sim_op *op = e->head;
         e->head = op->eng_next;
@@ -274,33 +304,51 @@ static void *engine_thread(void *arg) {
             sec_per_byte = 0.5 * sec_per_byte + 0.5 * (ssi_now() - t0) / (double)op->n;
         pthread_mutex_lock(&d->mu);
         op->done = 1;
-        pthread_cond_broadcast(&d->cv);
+        pthread_cond_signal(op->wake);    /* its one waiter: a stream thread or a host caller */
     }
     pthread_mutex_unlock(&d->mu);
     return NULL;
 }
 
+/* Sleeps once on ev's condition variable (caller holds mu and rechecks its condition). */
+static void event_sleep(sim_dev *d, sim_event *ev) {
+    ev->nwait++;
+    pthread_cond_wait(&ev->cv, &d->mu);
+    ev->nwait--;
+}
+
+/* Wakes whoever sleeps on ev (caller holds mu). */
+static void event_wake(sim_event *ev) {
+    if (ev->nwait) pthread_cond_broadcast(&ev->cv);
+}
+
 /* Marks generation gen of ev complete at time t (caller holds mu). */
-static void event_complete(sim_dev *d, sim_event *ev, uint64_t gen, double t) {
+static void event_complete(sim_event *ev, uint64_t gen, double t) {
     if (gen > ev->done_gen) {
         ev->done_gen = gen;
         ev->time = t;
+        event_wake(ev);
     }
-    pthread_cond_broadcast(&d->cv);
 }
 
 /* Runs op (of a stream thread or the host stream) to completion; caller holds mu, which may be
- * released while waiting. */
-static void run_op(sim_dev *d, sim_op *op) {
+ * released while waiting. wake: the condition variable the calling thread sleeps on until its
+ * copy is done (nobody else may wait there for a copy at the same time). */
+static void run_op(sim_dev *d, sim_op *op, pthread_cond_t *wake) {
     switch (op->k) {
     case OP_COPY: {
         sim_engine *e = &d->eng[op->eng];
         op->done = 0;
+        op->wake = wake;
         op->eng_next = NULL;
-        if (e->tail) e->tail->eng_next = op; else e->head = op;
+        if (e->tail) {
+            e->tail->eng_next = op;   /* the engine is busy and takes it next */
+        } else {
+            e->head = op;
+            pthread_cond_signal(&e->cv);
+        }
         e->tail = op;
-        pthread_cond_broadcast(&d->cv);
-        while (!op->done) pthread_cond_wait(&d->cv, &d->mu);
+        while (!op->done) pthread_cond_wait(wake, &d->mu);
         break;
     }
     case OP_COMPUTE:
@@ -309,10 +357,10 @@ static void run_op(sim_dev *d, sim_op *op) {
         pthread_mutex_lock(&d->mu);
         break;
     case OP_RECORD:
-        event_complete(d, op->ev, op->gen, sim_now_locked(d));
+        event_complete(op->ev, op->gen, sim_now_locked(d));
         break;
     case OP_WAIT:
-        while (op->ev->done_gen < op->gen) pthread_cond_wait(&d->cv, &d->mu);
+        while (op->ev->done_gen < op->gen) event_sleep(d, op->ev);
         break;
     }
 }
@@ -322,16 +370,20 @@ static void *stream_thread(void *arg) {
     sim_dev *d = s->d;
     pthread_mutex_lock(&d->mu);
     for (;;) {
-        while (!s->head && !s->quit) pthread_cond_wait(&d->cv, &d->mu);
+        while (!s->head && !s->quit) pthread_cond_wait(&s->cv, &d->mu);
         if (!s->head) break;
         sim_op *op = s->head;
-        run_op(d, op);
-        if (op->ev) op->ev->pending--;
+        run_op(d, op, &s->cv);
+        /* the last queued op naming an event lets event_free go on */
+        if (op->ev && --op->ev->pending == 0) event_wake(op->ev);
         s->head = op->next;
         if (!s->head) s->tail = NULL;
         s->fin++;
+        if (s->fin >= s->sync_min) {
+            s->sync_min = UINT64_MAX;   /* waiters still short of their target set it again */
+            pthread_cond_broadcast(&s->sync_cv);
+        }
         free(op);
-        pthread_cond_broadcast(&d->cv);
     }
     pthread_mutex_unlock(&d->mu);
     return NULL;
@@ -345,9 +397,14 @@ static ss_status sim_stream_make(sim_dev *d, int host, void **out) {
     if (!s) return SS_ERR_HOST_OOM;
     s->d = d;
     s->host = host;
+    s->sync_min = UINT64_MAX;
+    pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->sync_cv, NULL);
     if (!host && !d->virt) {
         int rc = pthread_create(&s->th, NULL, stream_thread, s);
         if (rc != 0) {
+            pthread_cond_destroy(&s->cv);
+            pthread_cond_destroy(&s->sync_cv);
             free(s);
             SS_ERROR("cpu-sim: cannot start a stream thread: %s", strerror(rc));
             return SS_ERR_DEVICE;
@@ -380,7 +437,10 @@ static ss_status sim_stream_sync(void *ctx, void *sp) {
         if (!s->host) d->host_vt = dmax(d->host_vt, s->vtail);
     } else if (!s->host) {
         uint64_t target = s->enq;
-        while (s->fin < target) pthread_cond_wait(&d->cv, &d->mu);
+        while (s->fin < target) {
+            if (target < s->sync_min) s->sync_min = target;
+            pthread_cond_wait(&s->sync_cv, &d->mu);
+        }
     }
     pthread_mutex_unlock(&d->mu);
     return SS_OK;
@@ -393,23 +453,29 @@ static ss_status sim_stream_free(void *ctx, void *sp) {
     if (!s->host && !d->virt) {
         pthread_mutex_lock(&d->mu);
         s->quit = 1;
-        pthread_cond_broadcast(&d->cv);
+        pthread_cond_signal(&s->cv);
         pthread_mutex_unlock(&d->mu);
         pthread_join(s->th, NULL);
     }
+    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->sync_cv);
     free(s);
     return SS_OK;
 }
 
 /* Enqueues a copy of op (real clock, non-host stream): the op is heap-allocated and owned by
  * the stream thread from here on. Caller holds mu. */
-static void enqueue(sim_dev *d, sim_stream *s, sim_op *op) {
+static void enqueue(sim_stream *s, sim_op *op) {
     op->next = NULL;
     if (op->ev) op->ev->pending++;
-    if (s->tail) s->tail->next = op; else s->head = op;
+    if (s->tail) {
+        s->tail->next = op;   /* the stream thread is busy with the head and comes to it */
+    } else {
+        s->head = op;
+        pthread_cond_signal(&s->cv);
+    }
     s->tail = op;
     s->enq++;
-    pthread_cond_broadcast(&d->cv);
 }
 
 /* Starting time of new work on s under the virtual clock (caller holds mu). */
@@ -450,8 +516,11 @@ static ss_status submit(sim_dev *d, sim_stream *s, const sim_op *tmpl) {
         pthread_mutex_lock(&d->mu);
         if (op.k == OP_RECORD) op.gen = ++op.ev->rec_gen;
         if (op.k == OP_WAIT) op.gen = op.ev->rec_gen;
-        run_op(d, &op);
+        pthread_cond_t wake;          /* this caller's own: it alone waits for this copy */
+        pthread_cond_init(&wake, NULL);
+        run_op(d, &op, &wake);
         pthread_mutex_unlock(&d->mu);
+        pthread_cond_destroy(&wake);
         return SS_OK;
     }
     sim_op *op = malloc(sizeof *op);
@@ -460,7 +529,7 @@ static ss_status submit(sim_dev *d, sim_stream *s, const sim_op *tmpl) {
     pthread_mutex_lock(&d->mu);
     if (op->k == OP_RECORD) op->gen = ++op->ev->rec_gen;
     if (op->k == OP_WAIT) op->gen = op->ev->rec_gen;
-    enqueue(d, s, op);
+    enqueue(s, op);
     pthread_mutex_unlock(&d->mu);
     return SS_OK;
 }
@@ -484,6 +553,7 @@ static ss_status sim_event_new(void *ctx, void **out) {
     (void)ctx;
     sim_event *e = calloc(1, sizeof *e);
     if (!e) return SS_ERR_HOST_OOM;
+    pthread_cond_init(&e->cv, NULL);
     *out = e;
     return SS_OK;
 }
@@ -492,8 +562,9 @@ static ss_status sim_event_free(void *ctx, void *ep) {
     sim_dev *d = ctx;
     sim_event *e = ep;
     pthread_mutex_lock(&d->mu);
-    while (e->pending) pthread_cond_wait(&d->cv, &d->mu);
+    while (e->pending) event_sleep(d, e);
     pthread_mutex_unlock(&d->mu);
+    pthread_cond_destroy(&e->cv);
     free(e);
     return SS_OK;
 }
@@ -530,7 +601,7 @@ static ss_status sim_event_sync(void *ctx, void *ep) {
         d->host_vt = dmax(d->host_vt, e->vtime);
     } else {
         uint64_t g = e->rec_gen;
-        while (e->done_gen < g) pthread_cond_wait(&d->cv, &d->mu);
+        while (e->done_gen < g) event_sleep(d, e);
     }
     pthread_mutex_unlock(&d->mu);
     return SS_OK;
@@ -588,13 +659,13 @@ static void sim_close(void *ctx) {
     sim_dev *d = ctx;
     pthread_mutex_lock(&d->mu);
     d->quit = 1;
-    pthread_cond_broadcast(&d->cv);
+    for (int i = 0; i < ENG_N; i++) pthread_cond_signal(&d->eng[i].cv);
     pthread_mutex_unlock(&d->mu);
     for (int i = 0; i < ENG_N; i++)
         if (d->eng[i].started) pthread_join(d->eng[i].th, NULL);
     if (d->arena) munmap(d->arena, d->map_len);
     free(d->freel);
-    pthread_cond_destroy(&d->cv);
+    for (int i = 0; i < ENG_N; i++) pthread_cond_destroy(&d->eng[i].cv);
     pthread_mutex_destroy(&d->mu);
     free(d);
 }
@@ -614,7 +685,7 @@ static ss_status sim_open(const char *name, const ss_options *o, ssi_device_back
     sim_dev *d = calloc(1, sizeof *d);
     if (!d) return SS_ERR_HOST_OOM;
     pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->cv, NULL);
+    for (int i = 0; i < ENG_N; i++) pthread_cond_init(&d->eng[i].cv, NULL);
     d->cap = (size_t)o->sim_capacity_bytes / SIM_ALIGN * SIM_ALIGN;
     d->map_len = d->cap;
     void *m = mmap(NULL, d->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -467,6 +467,48 @@ static void t_sim_poison(void) {
     CHECK_OK(ss_device_close(dev));
 }
 
+/* ss_mem_poison and ss_mem_check_poison on ranges of any start and length write and count
+ * exactly the bytes of the pattern at their addresses (the word at every 4-aligned address). */
+static void t_sim_poison_unaligned(void) {
+    ss_options o = sim_opts(0);
+    ss_device_t *dev;
+    CHECK_OK(ss_device_open("cpu-sim", &o, &dev));
+    const size_t n = 1024;
+    unsigned char *d;
+    CHECK_OK(ss_mem_alloc(dev, n, (void **)&d));
+    uint32_t w = SS_POISON_WORD;
+    unsigned char pb[4];
+    memcpy(pb, &w, 4);
+    int bad_fill = 0, bad_count = 0;
+    for (size_t off = 0; off < 9; off++) {
+        for (size_t len = 1; len <= 300 && off + len + 1 <= n; len += (len < 140 ? 1 : 37)) {
+            memset(d, 0x11, n);
+            CHECK_OK(ss_mem_poison(dev, d + off, len));
+            for (size_t i = 0; i < n; i++) {
+                unsigned char want = i >= off && i < off + len ? pb[(uintptr_t)(d + i) & 3] : 0x11;
+                bad_fill += d[i] != want;
+            }
+            size_t found = 99;
+            CHECK_OK(ss_mem_check_poison(dev, d + off, len, &found));
+            bad_count += found != 0;
+            /* spoil a few bytes (a seeded spread), and count over a range one wider each side */
+            size_t spoiled = 0;
+            for (size_t i = 0; i < len; i += 1 + (i * 7 + off) % 23) {
+                d[off + i] ^= 0x40;
+                spoiled++;
+            }
+            size_t lo = off ? off - 1 : 0, hi = off + len + 1;
+            size_t want = spoiled + (off - lo) + (hi - off - len);   /* 0x11 is never poison */
+            CHECK_OK(ss_mem_check_poison(dev, d + lo, hi - lo, &found));
+            bad_count += found != want;
+        }
+    }
+    CHECK_EQ_U64((uint64_t)bad_fill, 0);
+    CHECK_EQ_U64((uint64_t)bad_count, 0);
+    CHECK_OK(ss_mem_free(dev, d, n));
+    CHECK_OK(ss_device_close(dev));
+}
+
 /* The host stream: work runs at once in the caller. */
 static void t_sim_host_stream(void) {
     for (int virt = 0; virt < 2; virt++) {
@@ -739,6 +781,7 @@ int main(void) {
     RUN(t_sim_capacity);
     RUN(t_sim_guard);
     RUN(t_sim_poison);
+    RUN(t_sim_poison_unaligned);
     RUN(t_sim_host_stream);
     RUN(t_sim_virtual_deterministic);
     RUN(t_sim_real_overlap);
