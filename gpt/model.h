@@ -96,6 +96,12 @@ typedef struct gpt_stats {        /* of the last step (iteration), all its micro
     uint64_t peak_bytes, act_peak_bytes;
     uint64_t micro, tokens;          /* micro-batches and tokens trained (eval: evaluated) */
     uint64_t experts_run, experts_idle;  /* MoE: expert MLPs run / skipped (no token) */
+    double   fwd_seconds;            /* wall seconds (monotonic host clock) spent in the forward
+                                        passes, from the embedding up to and including the loss,
+                                        summed over the step's micro-batches (gpt_step_micro and
+                                        gpt_step_eval); the rest of the step is backward (with
+                                        recompute's re-run layers), update and overhead. A
+                                        timing: it differs from run to run */
 } gpt_stats;
 
 typedef struct gpt_model {
