@@ -53,7 +53,7 @@ static const opt_row rows[] = {
      "calibration: multiply the reference copy:compute ratio (>1: slower link)"},
     {"warmup", "SMARTSWAP_WARMUP", OPT_INT, F(warmup_iters), "2", 0, 1000, NULL,
      "WarmUp iterations before the first detailed profile"},
-    {"plan-cache", "SMARTSWAP_PLAN_CACHE", OPT_INT, F(plan_cache_size), "8", 1, 4096, NULL,
+    {"plan-cache", "SMARTSWAP_PLAN_CACHE", OPT_INT, F(plan_cache_size), "32", 1, 4096, NULL,
      "plans kept in the cache (least recently used evicted)"},
     {"max-detailed", "SMARTSWAP_MAX_DETAILED", OPT_INT, F(max_detailed), "3", 1, 1000, NULL,
      "detailed iterations in a row for sequences never seen before, then light mode for a while"},
