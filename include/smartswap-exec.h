@@ -91,6 +91,8 @@ typedef struct ss_exec_report {
                                        planned operator (after waiting for their copies) */
     uint32_t host_full;         /* swaps skipped because the host pool was at its cap */
     uint32_t stale;             /* 1: the plan was found stale (evictions): re-plan asked */
+    uint32_t switched;          /* 1: before its first save the iteration switched to another
+                                   cached plan (its sizes were another sequence's), and ran it */
     uint64_t event_queries;     /* release-path event queries (allocator, or framework DROP) */
     uint64_t waits;             /* release-path waits (a copy late at its free point) */
     uint64_t peak_bytes;        /* allocator bytes in use, most seen by the executor (sampled at

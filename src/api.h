@@ -57,6 +57,8 @@ typedef struct ssi_exec_ops {
     /* fills the executor's fields of the report */
     ss_status (*iter_end)(void *self, ss_ctx_t *ctx, ss_iter_report *rep);
     void      (*destroy)(void *self);
+    /* the stage switched to another cached plan in mid-iteration (lock held) */
+    void      (*plan_switch)(void *self, ss_ctx_t *ctx, const ss_plan *plan);
 } ssi_exec_ops;
 
 /* flags that send ss_ctx_op off its fast path */

@@ -871,6 +871,23 @@ static ss_status x_iter_begin(void *self, ss_ctx_t *ctx, const ss_plan *plan) {
     return st;
 }
 
+/* The stage switched plans in mid-iteration. Before the iteration's first save (a sequence
+ * whose sizes differ from the plan's: the first saved tensor shows it) nothing is scheduled
+ * yet, and the executor takes the new plan; later it keeps the one it started with (its
+ * entries already scheduled the saves so far) and matches the rest against it. */
+static void x_plan_switch(void *self, ss_ctx_t *ctx, const ss_plan *plan) {
+    exec *x = self;
+    if (x->mode != SS_SWAP_SMARTSWAP || x->fixed || !plan || ctx->nsaves || !x->in_iter) return;
+    x->plan = plan;
+    x->prof = ctx->st.cur >= 0 && ctx->st.cache[ctx->st.cur].plan == plan ? ctx->st.cache[ctx->st.cur].prof : NULL;
+    if (x->prof && plan->nops != x->prof->nops) x->prof = NULL;
+    if (index_build(x)) x->plan = NULL;
+    x->rep.planned_tensors = x->plan ? x->plan->nentries : 0;
+    x->rep.planned_bytes = 0;
+    for (uint32_t k = 0; x->plan && k < x->plan->nentries; k++) x->rep.planned_bytes += x->plan->entries[k].bytes;
+    x->rep.switched = 1;
+}
+
 static ss_status x_save(void *self, ss_ctx_t *ctx, uint64_t hv, ssi_handle *h) {
     exec *x = self;
     xt *t = calloc(1, sizeof *t);
@@ -1127,6 +1144,7 @@ static ss_status x_iter_end(void *self, ss_ctx_t *ctx, ss_iter_report *rep) {
     T->early_freed += r->early_freed;
     T->host_full += r->host_full;
     T->stale += r->stale;
+    T->switched += r->switched;
     T->event_queries += r->event_queries;
     T->waits += r->waits;
     if (r->peak_bytes > T->peak_bytes) T->peak_bytes = r->peak_bytes;
@@ -1278,6 +1296,7 @@ ss_status ss_ctx_enable_swap_ex(ss_ctx_t *ctx, const ss_exec_config *cfg) {
     x->ops.release = x_release;
     x->ops.action_done = x_action_done;
     x->ops.iter_end = x_iter_end;
+    x->ops.plan_switch = x_plan_switch;
     x->ops.destroy = x_destroy;
     if (x->mode == SS_SWAP_SMARTSWAP && cfg->use_policy) {
         ssi_policy_config_from_options(&ctx->opts, &x->pcfg);

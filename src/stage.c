@@ -238,8 +238,32 @@ static void cursor_off(ss_ctx_t *ctx) {
 
 static int same_size(uint64_t a, uint64_t b) { return ssi_size_sig(a) == ssi_size_sig(b); }
 
-/* A cached plan (not the current one) that agrees with the iteration so far: its checkpoint at
- * operator count n equals h, its first m tensors agree with the current plan's (which the m
+/* Whether cached plan e's sequence agrees with the iteration's first n operators (hash h):
+ * at a checkpoint by its hash; between checkpoints by the last checkpoint at or before n (which
+ * the current plan verified: good_n) and the ring's operators since. */
+static int agrees_so_far(const ss_ctx_t *ctx, const ssi_cache_entry *e, uint32_t n, uint64_t h) {
+    const ssi_stage *s = &ctx->st;
+    const ss_plan *pl = e->plan;
+    uint32_t E = pl->ck_every;
+    if (!E || n > e->prof->nops) return 0;
+    if (n % E == 0) return n / E <= pl->nck && pl->ck[n / E - 1] == h;
+    uint32_t b = n / E * E;
+    if (b) {
+        const ss_plan *cp = s->cache[s->cur].plan;
+        if (s->good_n < b || b / E > pl->nck || cp->ck_every != E || b / E > cp->nck ||
+            pl->ck[b / E - 1] != cp->ck[b / E - 1])
+            return 0;
+    }
+    if (n - b > ctx->ring_mask + 1) return 0;
+    for (uint32_t i = b; i < n; i++) {
+        const ssi_ring_op *r = &ctx->ring[i & ctx->ring_mask];
+        if (e->prof->ops[i].name != r->id || e->prof->ops[i].site != r->site) return 0;
+    }
+    return 1;
+}
+
+/* A cached plan (not the current one) that agrees with the iteration so far: its operators
+ * agree with the first n (agrees_so_far), its first m tensors agree with the current plan's (which the m
  * saves so far matched), and, for a save being checked (hd at operator op), its tensor m
  * agrees with it; its next expected save is not before the current operator. The most
  * recently used such plan, or -1. */
@@ -252,9 +276,7 @@ static int find_candidate(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m,
     for (uint32_t i = 0; i < s->cap; i++) {
         const ssi_cache_entry *e = &s->cache[i];
         if (!e->used || (int)i == s->cur) continue;
-        const ss_plan *pl = e->plan;
-        uint32_t E = pl->ck_every;
-        if (!E || n % E || n / E > pl->nck || pl->ck[n / E - 1] != h) continue;
+        if (!agrees_so_far(ctx, e, n, h)) continue;
         uint32_t need = m + (hd ? 1 : 0);
         if (e->prof->ntensors < need || cp->ntensors < m) continue;
         int ok = 1;
@@ -278,6 +300,7 @@ static void switch_mid(ss_ctx_t *ctx, int slot, uint32_t n) {
     s->mid_switches++;
     ctx->stats.mid_switches++;
     ctx->stats.plan_switches++;
+    if (ctx->exec && ctx->exec->plan_switch) ctx->exec->plan_switch(ctx->exec->self, ctx, s->cache[slot].plan);
 }
 
 static void count_divergence(ss_ctx_t *ctx) {

@@ -251,7 +251,7 @@ static void t_adapter(void) {
     fx.min_bytes = 1024;
     fx.expect_stream = torch_stream;
     ssi_exec_ops ops = {&fx, fx_iter_begin, fx_op, fx_save, fx_load, fx_release, fx_action_done,
-                        fx_iter_end, NULL};
+                        fx_iter_end, NULL, NULL};
     CHECK_OK(ssi_ctx_set_exec(ad.ctx, &ops));
     CHECK_OK(ss_ctx_intern(ad.ctx, "layer_fwd", &ad.id_fwd));
     CHECK_OK(ss_ctx_intern(ad.ctx, "layer_bwd", &ad.id_bwd));
@@ -504,7 +504,7 @@ static void t_disabled_passthrough(void) {
     fake_exec fx;
     memset(&fx, 0, sizeof fx);
     ssi_exec_ops ops = {&fx, fx_iter_begin, fx_op, fx_save, fx_load, fx_release, fx_action_done,
-                        fx_iter_end, NULL};
+                        fx_iter_end, NULL, NULL};
     CHECK_OK(ssi_ctx_set_exec(ctx, &ops));   /* not even an executor is called */
     uint32_t id;
     CHECK_OK(ss_ctx_intern(ctx, "x", &id));

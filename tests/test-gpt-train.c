@@ -520,6 +520,59 @@ static void swap_close(mode_run *x) {
     gpt_batch_buf_free(&x->r.bb);
 }
 
+/* Two sequence lengths taking turns. Once both are planned, each iteration's first saved tensor
+ * shows that its sizes are the other plan's: the stage switches to that plan before anything is
+ * scheduled (between its checkpoints, by the ring of recent operators) and the executor runs it
+ * (ss_exec_report.switched), with no detailed recording; losses stay none's. */
+static void t_seq_switch(void) {
+    gpt_config c = gpt_config_default();
+    c.layers = 2; c.hidden = 32; c.heads = 4; c.kv_heads = 2; c.ffn = 48;
+    c.seq = 48; c.batch = 2; c.vocab = 256;
+    gpt_schedule sa = {2, 24, 24, 1, 0, 5, 1e-2f}, sb = {2, 48, 48, 1, 0, 5, 1e-2f};
+    enum { STEPS = 14 };
+    vrun ref;
+    if (vr_open(&ref, &c, &sb, GPT_MODE_NONE, 0)) { CHECK(0); return; }
+    static mode_run x;
+    memset(&x, 0, sizeof x);
+    x.mode = GPT_MODE_SMARTSWAP;
+    float lr[STEPS], ls;
+    uint64_t peak = 0;
+    for (int st = 0; st < STEPS; st++) {
+        CHECK(gpt_train_step(&ref.model, &ref.data, (st & 1) ? &sb : &sa, st, &ref.bb, &lr[st]) == 0);
+        if (ref.model.stats.peak_bytes > peak) peak = ref.model.stats.peak_bytes;
+    }
+    uint64_t state = gpt_state_bytes(&c);
+    if (swap_open(&x, &c, &sb, state + (peak - state) / 2)) { CHECK(0); vr_close(&ref); return; }
+    int switched = 0, switched_detailed = 0, same = 1;
+    for (int st = 0; st < STEPS; st++) {
+        if (gpt_train_step(&x.model, &x.r.data, (st & 1) ? &sb : &sa, st, &x.r.bb, &ls)) {
+            CHECK_MSG(0, "step %d: %s", st, x.model.errmsg);
+            break;
+        }
+        same &= memcmp(&ls, &lr[st], sizeof ls) == 0;
+        swap_account(&x);
+        ss_exec_report er;
+        CHECK_OK(ss_ctx_exec_report(x.sw.ctx, &er));
+        if (er.switched) {
+            switched++;
+            if (x.sw.last.detailed) switched_detailed++;
+            CHECK(er.planned_tensors > 0 && er.matched_exact > 0);
+        }
+    }
+    ss_ctx_stats cs;
+    CHECK_OK(ss_ctx_get_stats(x.sw.ctx, &cs));
+    fprintf(stderr, "     lengths 24 and 48 in turn, %d steps: %d iterations switched plans at their first save "
+            "(%llu mid-iteration switches, %llu plans, %llu detailed iterations), %llu bytes swapped\n", STEPS, switched,
+            (unsigned long long)cs.mid_switches, (unsigned long long)cs.plans_made,
+            (unsigned long long)cs.detailed_iters, (unsigned long long)x.swapped);
+    CHECK_MSG(switched >= 6, "only %d of %d iterations ran the plan of their own length", switched, STEPS);
+    CHECK_EQ_INT(switched_detailed, 0);
+    CHECK(x.swapped > 0);
+    CHECK_MSG(same, "a loss differs from none's");
+    swap_close(&x);
+    vr_close(&ref);
+}
+
 /* Issue 8's acceptance test, the modes available: every varying feature on, STEPS steps (plus
  * the evaluation iterations), each mode's losses, every step's gradients and the final weights
  * compared with none's by memcmp; plan-cache hits after warm-up for sequences seen before. */
@@ -907,6 +960,7 @@ int main(int argc, char **argv) {
     RUN(t_budget);
     RUN(t_moe_and_iterations);
     RUN(t_varying_exact);
+    RUN(t_seq_switch);
     RUN(t_modes_budgets);
     RUN(t_plans_across_runs);
     RUN(t_ss_owned_blocks);
