@@ -133,7 +133,7 @@ static void runner_open(runner *rn, const gpt_config *c, const gpt_schedule *s, 
     gpt_hooks h;
     if (rn->swapping) {
         rn->mem.budget = 0;
-        if (budget) o.budget_bytes = budget - (budget > state ? (budget - state) / 10 : 0);
+        if (budget) o.budget_bytes = gpt_plan_budget(budget, state, GPT_PLAN_HEADROOM);
         if (gpt_ssswap_init(&rn->sw, &rn->mem, &o) ||
             ss_ctx_enable_swap(rn->sw.ctx, mode == GPT_MODE_SMARTSWAP ? SS_SWAP_SMARTSWAP : SS_SWAP_OFFLOAD_ALL)) {
             snprintf(rn->r.why, sizeof rn->r.why, "context: %s", rn->sw.err);
@@ -274,7 +274,7 @@ static const char *fmt_tok(const result *r, char *buf, size_t n) {
 }
 
 int main(int argc, char **argv) {
-    int steps = argc > 1 ? atoi(argv[1]) : 12;
+    int steps = argc > 1 ? atoi(argv[1]) : 16;
     if (steps < 8 || steps > 64) { fprintf(stderr, "usage: bench-train [steps-per-run, 8..64]\n"); return 2; }
     int from = steps / 2;   /* warm-up, planning and the first Stable steps are not measured */
     gpt_config c = gpt_config_default();
@@ -313,14 +313,23 @@ int main(int argc, char **argv) {
         double gbps = 0;
         ss_calib_ref ref = ss_calib_default();
         ss_calib_bandwidth(&ref, cal.saved_bytes, cal.compute_s, links[li].scale, &gbps);
-        printf("link: %s -> cpu-sim %.4g GB/s each way (copy:compute %.3f)\n", links[li].name, gbps,
-               cal.ratio * links[li].scale);
+        printf("link: %s -> cpu-sim %.4g GB/s each way (copy:compute %.3f; calibrated again before each row)\n",
+               links[li].name, gbps, cal.ratio * links[li].scale);
         printf("  %-6s %-10s | %9s %9s %9s %9s | %7s %7s | %9s %8s %7s\n", "over", "budget", "none", "smartswap",
                "recompute", "offl-all", "ss/rec", "ss/off", "ceiling", "ceil/rec", "ss/ceil");
         double at4[3] = {0}, ceil4 = 0;
         for (int k = 0; k < 4; k++) {
             uint64_t budget = (uint64_t)((double)none.peak / ratios[k]);
             budget -= budget % 256;
+            /* the link is calibrated again right before the row: this machine's speed drifts
+             * (a shared VM: the same none step took 63 ms in one run and 149 ms in another), and a
+             * link set from a compute time measured minutes earlier would give the row another
+             * copy:compute ratio than the reference's */
+            gpt_calib rcal;
+            if (gpt_calib_measure(&c, &d, &s, 1, 4, 1.0, &rcal, err, sizeof err) == 0)
+                ss_calib_bandwidth(&ref, rcal.saved_bytes, rcal.compute_s, links[li].scale, &gbps);
+            else
+                rcal.compute_s = 0;
             /* the four runs take turns step by step (in a rotating order), so that they see the
              * same machine load */
             static runner rn[4];
@@ -344,8 +353,9 @@ int main(int argc, char **argv) {
                    fmt_tok(&of, e, sizeof e), ss.ok && rc.ok ? ss.tok_s / rc.tok_s : 0,
                    ss.ok && of.ok ? ss.tok_s / of.tok_s : 0, ceil, cr, sc);
             if (nn.ok)
-                printf("         bound: X %.2f MiB = %.1f ms each way; F %.1f ms, B %.1f ms -> >= %.1f ms/step | "
-                       "smartswap: swapped %.2f MiB/step, %llu evictions, %.1f stalls/step\n", x / 1048576.0,
+                printf("         link %.4g GB/s (compute %.1f ms just before) | bound: X %.2f MiB = %.1f ms each way; "
+                       "F %.1f ms, B %.1f ms -> >= %.1f ms/step | smartswap: swapped %.2f MiB/step, %llu evictions, "
+                       "%.1f stalls/step\n", gbps, rcal.compute_s * 1e3, x / 1048576.0,
                        x / (gbps * 1e9) * 1e3, nn.fwd_s * 1e3, nn.rest_s * 1e3, bound * 1e3,
                        ss.swapped / 1048576.0 / steps, (unsigned long long)ss.evictions, (double)ss.stalls / steps);
             if (!nn.ok) printf("         none: %s\n", nn.why);

@@ -54,6 +54,11 @@ uint64_t gpt_mem_segment_for(uint64_t budget, uint64_t state) {
     return seg;
 }
 
+uint64_t gpt_plan_budget(uint64_t budget, uint64_t state, double headroom) {
+    if (budget <= state || !(headroom > 0)) return budget;
+    return budget - (uint64_t)((double)(budget - state) * headroom);
+}
+
 int gpt_mem_init_ss_ex(gpt_mem *m, const char *name, const ss_options *opts, uint64_t budget,
                        uint64_t segment_bytes, char *err, size_t errlen) {
     ss_options o = opts ? *opts : ss_options_default();

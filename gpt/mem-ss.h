@@ -26,6 +26,15 @@ int gpt_mem_init_ss_ex(gpt_mem *m, const char *name, const ss_options *opts, uin
  * segment fits); large budgets keep the default. budget 0: 0 (the default). */
 uint64_t gpt_mem_segment_for(uint64_t budget, uint64_t state);
 
+/* The smartswap policy plans for the budget less a headroom of `headroom` x (budget - state)
+ * (smartswap train --plan-headroom): the recorded profile folds each operator's temporaries into
+ * one block, and the real allocator fragments more than the simulated one. GPT_PLAN_HEADROOM is
+ * the default: on bench-train's model at 1.5x the reference link, 0.10 swapped 17-18 MiB a step
+ * for 11.8 that had to go and ran 181-185 ms a step; 0.05: 14-15 MiB, 155-176 ms; no Stable
+ * eviction at 0.10, 0.05 or 0.02 there, at 4x, or in the demo (2026-11-30). */
+#define GPT_PLAN_HEADROOM 0.05
+uint64_t gpt_plan_budget(uint64_t budget, uint64_t state, double headroom);
+
 /* The allocator and device behind a gpt_mem made by gpt_mem_init_ss (NULL otherwise). */
 ss_alloc_t *gpt_mem_ss_alloc(const gpt_mem *m);
 ss_device_t *gpt_mem_ss_device(const gpt_mem *m);

@@ -470,7 +470,8 @@ typedef struct mode_run {
 
 /* A trainer whose saved blocks belong to a context with the executor switched on, set up as
  * `smartswap train` sets it up (tools/cmd-train.c): allocator segments in proportion to the
- * room the budget leaves above the model's state, the policy planning for 90 % of that room,
+ * room the budget leaves above the model's state, the policy planning for that room less
+ * GPT_PLAN_HEADROOM,
  * min-swap scaled to the model; cpu-sim on the real
  * clock at its default 8 GB/s (bits do not depend on the link). */
 static int swap_open(mode_run *x, const gpt_config *c, const gpt_schedule *s, uint64_t budget) {
@@ -483,7 +484,7 @@ static int swap_open(mode_run *x, const gpt_config *c, const gpt_schedule *s, ui
     ss_options o = ss_options_default();
     o.plan_cache_size = 32;
     uint64_t state = gpt_state_bytes(c);
-    o.budget_bytes = budget - (budget > state ? (budget - state) / 10 : 0);
+    o.budget_bytes = gpt_plan_budget(budget, state, GPT_PLAN_HEADROOM);
     o.min_swap_bytes = gpt_min_swap_default(c, s->seq_min);
     if (gpt_ssswap_init(&x->sw, &x->mem, &o)) { fprintf(stderr, "%s\n", x->sw.err); return 1; }
     ss_status st = ss_ctx_enable_swap(x->sw.ctx, x->mode == GPT_MODE_SMARTSWAP ? SS_SWAP_SMARTSWAP : SS_SWAP_OFFLOAD_ALL);

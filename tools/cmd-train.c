@@ -67,7 +67,7 @@ static void usage(FILE *f) {
             "                    bytes, at most 64KiB; SMARTSWAP_MIN_SWAP also sets it)\n"
             "  --host-mem SIZE   cap on host memory for swapped tensors (default: none)\n"
             "  --plan-headroom F smartswap: plan for the budget less F x (budget - state); that part absorbs\n"
-            "                    the allocator's fragmentation, which the planner underestimates (default 0.10)\n"
+            "                    the allocator's fragmentation, which the planner underestimates (default 0.05)\n"
             "  --segment SIZE    allocator segment size (default with --budget: (budget - state)/32 as a power\n"
             "                    of two, 4KiB..2MiB; else 2MiB)\n"
             "link (cpu-sim, swapping modes):\n"
@@ -152,7 +152,7 @@ static int parse(int argc, char **argv, flags *fl) {
     fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0;
     fl->min_swap = 0; fl->host_mem = 0; fl->min_swap_set = fl->host_mem_set = fl->budget_given = 0;
     fl->ratio_scale = 0; fl->d2h_gbps = fl->h2d_gbps = 0; fl->calib_steps = 3;
-    fl->headroom = 0.10; fl->segment = 0;
+    fl->headroom = GPT_PLAN_HEADROOM; fl->segment = 0;
     for (int i = 1; i < argc;) {
         const char *v;
         long n;
@@ -349,7 +349,7 @@ int cmd_train(int argc, char **argv) {
         /* the policy plans for the budget less a headroom (as the replay driver does): the
          * recorded profile folds each operator's temporaries into one block, and the real
          * allocator fragments more than the simulated one */
-        opts.budget_bytes = fl.budget - (uint64_t)((double)(fl.budget - state) * fl.headroom);
+        opts.budget_bytes = gpt_plan_budget(fl.budget, state, fl.headroom);
     }
     gpt_mem mem;
     uint64_t segment = fl.segment ? fl.segment : (fl.budget_given || opts.budget_bytes) ? gpt_mem_segment_for(fl.budget, state) : 0;
