@@ -7,7 +7,8 @@
  * costs about as much per step, with attention a larger share).
  *  1. tokens/s of smartswap, recompute and offload-all at 1.5x, 2x, 3x and 4x oversubscription
  *     (budget = none's peak / ratio), and of none without a budget; the four runs of a row take
- *     turns step by step (rotating the order), so that they see the same machine load; at the
+ *     turns step by step (rotating the order), so that they see the same machine load, and the
+ *     link is calibrated again right before each row (this machine's speed drifts); at the
  *     reference link (Llama-2-7B on an H200 over PCIe Gen5, copy:compute 1.131) and at an
  *     NVLink-C2C-class link (GH200, ~450 GB/s each way: ratio-scale 55/450). Each row also gives
  *     a measured ceiling on what ANY swapper could reach there: at none's peak (the
@@ -37,7 +38,7 @@
  * leaves 1.16x reachable at each link (the bound is necessary, not sufficient: "reachable" means
  * only that the link does not rule it out).
  *
- *     build/bench/bench-train [steps-per-run: 8..64, default 12]
+ *     build/bench/bench-train [steps-per-run: 8..64, default 16]
  */
 #include "calib.h"
 #include "data.h"
