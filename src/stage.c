@@ -363,7 +363,6 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
     s->diverged_at = UINT32_MAX;
     s->mid_switches = 0;
     s->from_plan = -1;
-    s->replan_probe = 0;
     s->stage_now = atomic_load(&s->stage);
     cursor_set(ctx, -1, 0);
     int record = 0;
@@ -380,7 +379,6 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
             if (s->stale && s->cur >= 0) {   /* re-plan the same key: replace the stale plan */
                 s->diverged = 1;
                 s->from_plan = s->cur;
-                s->replan_probe = 1;
             }
         } else if (s->cur < 0) {
             s->diverged = 1;
@@ -523,10 +521,7 @@ static int end_recorded(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint64_t sig, dou
         if (s->rec->ops[i].mem_after > peak) peak = s->rec->ops[i].mem_after;
     rep->peak_bytes = peak;
     int hit = cache_find(ctx, h, sig, n);
-    /* the same key as the plan the iteration diverged from (same operators, other sizes within
-     * the signature: an MoE layer's token counts): re-planned only when that plan failed it
-     * (the executor evicted: stale) or when re-planning was the point; otherwise it stays */
-    int replan = hit >= 0 && s->diverged && hit == s->from_plan && (s->replan_probe || s->stale);
+    int replan = hit >= 0 && s->diverged && hit == s->from_plan;
     if (hit >= 0 && !replan) {
         /* the sequence was cached after all (a probe, or a prefix no cached plan shared) */
         ctx->stats.detailed_wasted++;

@@ -122,7 +122,6 @@ typedef struct ssi_stage {
     uint32_t    streak, cooldown, cool_len;
     int         probe_pending;
     int         stale;          /* the executor found the current plan stale (it evicted) */
-    int         replan_probe;   /* this iteration records to re-plan a stale plan */
 } ssi_stage;
 
 ss_status ssi_stage_init(ss_ctx_t *ctx);
