@@ -603,26 +603,29 @@ int cmd_train(int argc, char **argv) {
                    tot.swap_outs, tot.swap_ins, tot.evictions, gpt_fmt_bytes(tot.evicted_bytes, d, sizeof d), tot.stalls,
                    tot.stall_s * 1e3, tot.misses, gpt_fmt_bytes(tot.host_peak_bytes, err, 32), tot.host_full);
         printf("  smartswap context: %llu iterations (%llu warmup, %llu detailed), plans made %llu, cached %llu, "
-               "cache hits %llu, misses %llu%s\n", (unsigned long long)cs.iters, (unsigned long long)cs.iters_warmup,
-               (unsigned long long)cs.detailed_iters, (unsigned long long)cs.plans_made,
-               (unsigned long long)cs.cache_entries, (unsigned long long)cs.cache_hits,
+               "cache hits %llu at iteration end + %llu in flight, misses %llu%s\n", (unsigned long long)cs.iters,
+               (unsigned long long)cs.iters_warmup, (unsigned long long)cs.detailed_iters,
+               (unsigned long long)cs.plans_made, (unsigned long long)cs.cache_entries,
+               (unsigned long long)cs.cache_hits, (unsigned long long)cs.mid_switches,
                (unsigned long long)cs.cache_misses, prof.failed ? " (profiling stopped: see the warning)" : "");
         if (swapping) {
             /* machine-readable totals for scripts (make demo) */
             printf("totals: mode=%s budget=%llu peak=%llu swapped_out=%llu swapped_in=%llu evictions=%u stalls=%u "
-                   "stall_ms=%.3f misses=%u plans_cached=%llu plans_made=%llu cache_hits=%llu tok_per_s=%.1f "
-                   "d2h_gbps=%.6g\n", gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)fl.budget,
+                   "stall_ms=%.3f misses=%u plans_cached=%llu plans_made=%llu cache_hits=%llu mid_switches=%llu "
+                   "tok_per_s=%.1f d2h_gbps=%.6g\n", gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)fl.budget,
                    (unsigned long long)peak_max, (unsigned long long)tot.swapped_out_bytes,
                    (unsigned long long)tot.swapped_in_bytes, tot.evictions, tot.stalls, tot.stall_s * 1e3, tot.misses,
                    (unsigned long long)cs.cache_entries, (unsigned long long)cs.plans_made,
-                   (unsigned long long)cs.cache_hits, t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0,
+                   (unsigned long long)cs.cache_hits, (unsigned long long)cs.mid_switches,
+                   t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0,
                    opts.sim_d2h_gbps);
         } else {
             printf("totals: mode=%s budget=%llu peak=%llu swapped_out=0 swapped_in=0 evictions=0 stalls=0 stall_ms=0 "
-                   "misses=0 plans_cached=%llu plans_made=%llu cache_hits=%llu tok_per_s=%.1f d2h_gbps=0\n",
-                   gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)fl.budget, (unsigned long long)peak_max,
-                   (unsigned long long)cs.cache_entries, (unsigned long long)cs.plans_made,
-                   (unsigned long long)cs.cache_hits, t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0);
+                   "misses=0 plans_cached=%llu plans_made=%llu cache_hits=%llu mid_switches=%llu tok_per_s=%.1f "
+                   "d2h_gbps=0\n", gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)fl.budget,
+                   (unsigned long long)peak_max, (unsigned long long)cs.cache_entries, (unsigned long long)cs.plans_made,
+                   (unsigned long long)cs.cache_hits, (unsigned long long)cs.mid_switches,
+                   t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0);
         }
         if (fl.plan_out) printf("  %u plans written to %s\n", plans_saved, fl.plan_out);
         printf("  last iteration: %llu operators reported, %llu tensors saved (%s)%s%s\n", (unsigned long long)m.stats.ops,
