@@ -52,14 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct result {
     int      ok;                /* every step ran */
@@ -171,13 +164,13 @@ static void runner_step(runner *rn, int st) {
     if (!rn->live) return;
     result *r = &rn->r;
     float loss;
-    double t0 = now_s();
+    double t0 = gpt_now_s();
     if (gpt_train_step(&rn->m, rn->d, rn->s, st, &rn->bb, &loss) || (rn->swapping && rn->sw.err[0])) {
         snprintf(r->why, sizeof r->why, "step %d: %s", st, rn->sw.err[0] ? rn->sw.err : rn->m.errmsg);
         runner_free(rn);
         return;
     }
-    double dt = now_s() - t0;
+    double dt = gpt_now_s() - t0;
     uint64_t pk = rn->m.stats.peak_bytes;
     if (rn->swapping) {
         ss_exec_report er;
@@ -242,14 +235,14 @@ static double light_ns_per_op(uint32_t nops, int iters) {
     double best = 1e30, empty = 1e30;
     for (int it = 0; it < iters + 8; it++) {
         ss_ctx_iter_begin(ctx);
-        double t0 = now_s();
+        double t0 = gpt_now_s();
         for (uint32_t i = 0; i < nops; i++) ss_ctx_op(ctx, ids[i % 64], (uint64_t)i * 0x9E3779B97F4A7C15ull);
-        double t = now_s() - t0;
+        double t = gpt_now_s() - t0;
         ss_ctx_iter_end(ctx, NULL);
         if (it >= 8 && ss_ctx_stage(ctx) == SS_STAGE_STABLE && t < best) best = t;
-        t0 = now_s();
+        t0 = gpt_now_s();
         for (uint32_t i = 0; i < nops; i++) empty_op(ctx, ids[i % 64], (uint64_t)i * 0x9E3779B97F4A7C15ull);
-        t = now_s() - t0;
+        t = gpt_now_s() - t0;
         if (t < empty) empty = t;
     }
     ss_ctx_free(ctx);
@@ -284,7 +277,7 @@ int main(int argc, char **argv) {
     gpt_data d;
     char err[256];
     if (gpt_data_load_default(&d, err, sizeof err)) { fprintf(stderr, "bench-train: %s\n", err); return 1; }
-    double t_start = now_s();
+    double t_start = gpt_now_s();
     printf("bench-train: %d layers, width %d, %d heads (%d KV), ffn %d, %d x %d tokens; %d steps per run, tokens/s "
            "over steps %d..%d (median step); cpu-sim, real clock\n", c.layers, c.hidden, c.heads, c.kv_heads, c.ffn,
            c.batch, c.seq, steps, from + 1, steps);
@@ -446,7 +439,7 @@ int main(int argc, char **argv) {
         printf("\n");
     }
     printf("\nbench-train: %.0f s in all; the reference-link target at 4x %s (bound: 1.16x recompute %s there)\n",
-           now_s() - t_start, target_met ? "met" : "not met",
+           gpt_now_s() - t_start, target_met ? "met" : "not met",
            ref_reach < 0 ? "not measurable" : ref_reach ? "reachable" : "not reachable");
     gpt_data_free(&d);
     return 0;

@@ -6,13 +6,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 double gpt_calib_ref_ratio(void) {
     ss_calib_ref r = ss_calib_default();
@@ -41,12 +34,12 @@ int gpt_calib_measure(const gpt_config *c, const gpt_data *d, const gpt_schedule
     double bytes = 0, secs = 0;
     for (int st = 0; st < n; st++) {
         float loss;
-        double t0 = now_s();
+        double t0 = gpt_now_s();
         if (gpt_train_step(&m, d, s, st, &bb, &loss)) {
             snprintf(err, errlen, "calibration step %d: %s", st, m.errmsg);
             goto out;
         }
-        double t = now_s() - t0;
+        double t = gpt_now_s() - t0;
         if (sw.err[0]) { snprintf(err, errlen, "calibration step %d: %s", st, sw.err); goto out; }
         if (st == 0) continue;
         bytes += (double)sw.block_bytes;

@@ -721,7 +721,7 @@ static void end_iteration(gpt_model *m) {
     m->recording = 0;
 }
 
-static double wall_s(void) {
+double gpt_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
@@ -730,7 +730,7 @@ static double wall_s(void) {
 /* The forward of one micro-batch (embedding .. loss); inside a step its wall time is added to
  * stats.fwd_seconds. */
 static float forward(gpt_model *m, int record) {
-    double t0 = wall_s();
+    double t0 = gpt_now_s();
     m->recording = record;
     gpt_tensor *x = op_embed(m, SITE);                                    /* (B,T,C) */
     for (int l = 0; l < m->cfg.layers && !m->err; l++) {
@@ -754,7 +754,7 @@ static float forward(gpt_model *m, int record) {
     drop(m, h);
     float loss = op_xent(m, logits, SITE);
     drop(m, logits);
-    if (m->in_step) m->stats.fwd_seconds += wall_s() - t0;
+    if (m->in_step) m->stats.fwd_seconds += gpt_now_s() - t0;
     return loss;
 }
 

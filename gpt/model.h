@@ -142,6 +142,8 @@ uint64_t gpt_param_count(const gpt_config *c);
 /* Device bytes of the model's own state: weights, grads, AdamW moments, RoPE tables
  * (as charged by gpt_mem: 256-byte granules). */
 uint64_t gpt_state_bytes(const gpt_config *c);
+/* Seconds on the monotonic host clock (for timing steps and their parts). */
+double gpt_now_s(void);
 
 const char *gpt_mode_name(gpt_mode m);
 /* -1 if unknown. */

@@ -814,17 +814,29 @@ static ss_status x_evict(void *user, uint64_t need, uint64_t *freed) {
 
 /* ---- the other slots ---------------------------------------------------------------------- */
 
+/* The profile of plan when the stage's current cache entry holds it (else NULL). */
+static const ss_profile *stage_prof(const ss_ctx_t *ctx, const ss_plan *plan) {
+    int c = ctx->st.cur;
+    return plan && c >= 0 && ctx->st.cache[c].plan == plan ? ctx->st.cache[c].prof : NULL;
+}
+
+/* Makes plan the iteration's, with its profile prof when that matches it (NULL: none): the
+ * match index and the report's planned figures. On an error the iteration runs unplanned. */
+static ss_status plan_take(exec *x, const ss_plan *plan, const ss_profile *prof) {
+    x->plan = plan;
+    x->prof = plan && prof && plan->nops == prof->nops ? prof : NULL;
+    ss_status st = index_build(x);
+    if (st) x->plan = NULL;
+    x->rep.planned_tensors = x->plan ? x->plan->nentries : 0;
+    x->rep.planned_bytes = 0;
+    for (uint32_t k = 0; x->plan && k < x->plan->nentries; k++) x->rep.planned_bytes += x->plan->entries[k].bytes;
+    return st;
+}
+
 static ss_status x_iter_begin(void *self, ss_ctx_t *ctx, const ss_plan *plan) {
     exec *x = self;
     tl_held = ctx;
     x->plan = x->mode == SS_SWAP_SMARTSWAP ? (x->fixed ? x->fixed : plan) : NULL;
-    x->prof = NULL;
-    if (x->plan && x->fixed) {
-        x->prof = x->fixed_prof;
-    } else if (x->plan && ctx->st.cur >= 0 && ctx->st.cache[ctx->st.cur].plan == x->plan) {
-        x->prof = ctx->st.cache[ctx->st.cur].prof;
-    }
-    if (x->prof && (x->plan->nops != x->prof->nops)) x->prof = NULL;
     /* A planned iteration starts from the allocator state the plan was simulated from: only
      * what is live now (ssi_sim_run starts a fresh allocator). Segments cached from the
      * previous iteration carry its layout; a plan close to the budget (pruned) then found
@@ -847,12 +859,7 @@ static ss_status x_iter_begin(void *self, ss_ctx_t *ctx, const ss_plan *plan) {
     x->rep.iter = ctx->iter;
     x->rep.mode = x->mode;
     x->rep.stage = ctx->st.stage_now;
-    ss_status st = index_build(x);
-    if (st) x->plan = NULL;
-    if (x->plan) {
-        x->rep.planned_tensors = x->plan->nentries;
-        for (uint32_t k = 0; k < x->plan->nentries; k++) x->rep.planned_bytes += x->plan->entries[k].bytes;
-    }
+    ss_status st = plan_take(x, x->plan, x->fixed ? x->fixed_prof : stage_prof(ctx, x->plan));
     x->q0 = x->w0 = 0;
     if (x->alloc) {
         ss_alloc_stats as;
@@ -878,13 +885,7 @@ static ss_status x_iter_begin(void *self, ss_ctx_t *ctx, const ss_plan *plan) {
 static void x_plan_switch(void *self, ss_ctx_t *ctx, const ss_plan *plan) {
     exec *x = self;
     if (x->mode != SS_SWAP_SMARTSWAP || x->fixed || !plan || ctx->nsaves || !x->in_iter) return;
-    x->plan = plan;
-    x->prof = ctx->st.cur >= 0 && ctx->st.cache[ctx->st.cur].plan == plan ? ctx->st.cache[ctx->st.cur].prof : NULL;
-    if (x->prof && plan->nops != x->prof->nops) x->prof = NULL;
-    if (index_build(x)) x->plan = NULL;
-    x->rep.planned_tensors = x->plan ? x->plan->nentries : 0;
-    x->rep.planned_bytes = 0;
-    for (uint32_t k = 0; x->plan && k < x->plan->nentries; k++) x->rep.planned_bytes += x->plan->entries[k].bytes;
+    (void)plan_take(x, plan, stage_prof(ctx, plan));
     x->rep.switched = 1;
 }
 

@@ -238,6 +238,16 @@ static void cursor_off(ss_ctx_t *ctx) {
 
 static int same_size(uint64_t a, uint64_t b) { return ssi_size_sig(a) == ssi_size_sig(b); }
 
+/* The ring's operators [from, to) equal p's (and the ring still holds them all). */
+static int ring_agrees(const ss_ctx_t *ctx, const ss_profile *p, uint32_t from, uint32_t to) {
+    if (to > p->nops || to < from || to - from > ctx->ring_mask + 1) return 0;
+    for (uint32_t i = from; i < to; i++) {
+        const ssi_ring_op *r = &ctx->ring[i & ctx->ring_mask];
+        if (p->ops[i].name != r->id || p->ops[i].site != r->site) return 0;
+    }
+    return 1;
+}
+
 /* Whether cached plan e's sequence agrees with the iteration's first n operators (hash h):
  * at a checkpoint by its hash; between checkpoints by the last checkpoint at or before n (which
  * the current plan verified: good_n) and the ring's operators since. */
@@ -254,12 +264,7 @@ static int agrees_so_far(const ss_ctx_t *ctx, const ssi_cache_entry *e, uint32_t
             pl->ck[b / E - 1] != cp->ck[b / E - 1])
             return 0;
     }
-    if (n - b > ctx->ring_mask + 1) return 0;
-    for (uint32_t i = b; i < n; i++) {
-        const ssi_ring_op *r = &ctx->ring[i & ctx->ring_mask];
-        if (e->prof->ops[i].name != r->id || e->prof->ops[i].site != r->site) return 0;
-    }
-    return 1;
+    return ring_agrees(ctx, e->prof, b, n);
 }
 
 /* A cached plan (not the current one) that agrees with the iteration so far: its operators
@@ -544,14 +549,7 @@ static int end_recorded(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint64_t sig, dou
 
 /* The light iteration's operators [good_n, n) equal the current plan's. */
 static int ring_matches_plan(ss_ctx_t *ctx, uint32_t n) {
-    ssi_stage *s = &ctx->st;
-    const ss_profile *pp = s->cache[s->cur].prof;
-    if (n > pp->nops || n < s->good_n || n - s->good_n > ctx->ring_mask + 1) return 0;
-    for (uint32_t i = s->good_n; i < n; i++) {
-        const ssi_ring_op *r = &ctx->ring[i & ctx->ring_mask];
-        if (pp->ops[i].name != r->id || pp->ops[i].site != r->site) return 0;
-    }
-    return 1;
+    return ring_agrees(ctx, ctx->st.cache[ctx->st.cur].prof, ctx->st.good_n, n);
 }
 
 static int end_light(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m, uint64_t sig,

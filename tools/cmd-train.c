@@ -24,7 +24,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -84,12 +83,6 @@ static void usage(FILE *f) {
             "  --threads N       OpenMP threads (default: OMP_NUM_THREADS or all cores)\n"
             "  --quiet           no per-step lines (summary only)\n\n"
             "Documented in docs/trainer.md.\n");
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void progress(int step, int steps, double elapsed) {
@@ -334,14 +327,14 @@ int cmd_train(int argc, char **argv) {
     memset(&cal, 0, sizeof cal);
     double calib_s = 0;
     if (swapping && (fl.d2h_gbps <= 0 || fl.h2d_gbps <= 0)) {
-        double t0 = now_s();
+        double t0 = gpt_now_s();
         if (gpt_calib_measure(c, &data, &sch, (uint64_t)fl.seed, (int)fl.calib_steps, opts.sim_ratio_scale, &cal, err,
                               sizeof err)) {
             cli_error(CMD, "give the link with --d2h-gbps and --h2d-gbps to skip the calibration", "%s", err);
             gpt_data_free(&data);
             return 1;
         }
-        calib_s = now_s() - t0;
+        calib_s = gpt_now_s() - t0;
     }
     if (swapping) {
         opts.sim_d2h_gbps = fl.d2h_gbps > 0 ? fl.d2h_gbps : cal.gbps;
@@ -462,7 +455,7 @@ int cmd_train(int argc, char **argv) {
         goto out_model;
     }
     int bar = isatty(2) && !fl.quiet;
-    double t_start = now_s(), t_steady = 0, first_loss = 0, last_loss = 0, last_eval = 0;
+    double t_start = gpt_now_s(), t_steady = 0, first_loss = 0, last_loss = 0, last_eval = 0;
     uint64_t peak_max = 0, act_peak_max = 0, tok_steady = 0, evals = 0;
     int steady_n = 0, prof_warned = 0, iter = 0;
     static const char *const events[] = {"-", "same", "hit", "new", "pending"};
@@ -471,7 +464,7 @@ int cmd_train(int argc, char **argv) {
         for (int ev = 0; ev < 2; ev++) {
             if (ev == 1 && !(fl.eval_every && (s + 1) % fl.eval_every == 0)) break;
             if (fl.timeline && swapping && s == fl.steps - 1 && ev == 0) ss_ctx_exec_timeline(ctx, 1);
-            double t0 = now_s();
+            double t0 = gpt_now_s();
             float loss;
             int e = ev ? gpt_eval_step(&m, &data, &sch, (int)evals, iter, &bb, &loss)
                        : gpt_train_step(&m, &data, &sch, (int)s, &bb, &loss);
@@ -489,7 +482,7 @@ int cmd_train(int argc, char **argv) {
                 rc = 1;
                 goto out_model;
             }
-            double ms = (now_s() - t0) * 1e3;
+            double ms = (gpt_now_s() - t0) * 1e3;
             const char *stage = prof.failed ? "off" : ss_stage_name(lastrep->stage);
             const char *pev = prof.failed || (unsigned)lastrep->plan_event > 4 ? "-" : events[lastrep->plan_event];
             ss_exec_report er;
@@ -548,7 +541,7 @@ int cmd_train(int argc, char **argv) {
                         (unsigned long long)lastrep->seq_hash, (int)lastrep->plan_event);
                 fflush(log);
             }
-            if (bar) progress((int)done, (int)total, now_s() - t_start);
+            if (bar) progress((int)done, (int)total, gpt_now_s() - t_start);
         }
     }
     if (bar) clear_progress();
@@ -589,7 +582,7 @@ int cmd_train(int argc, char **argv) {
         if (swapping && as.peak_in_use_bytes > peak_max) peak_max = as.peak_in_use_bytes;
         double mean = steady_n ? t_steady / steady_n : 0;
         printf("summary: %ld steps in %.2f s | loss %.6f -> %.6f | %.1f ms/step, %.0f tok/s (after step 1)\n", fl.steps,
-               now_s() - t_start, first_loss, last_loss, mean, t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0);
+               gpt_now_s() - t_start, first_loss, last_loss, mean, t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0);
         if (evals) printf("  %llu evaluation iterations, last eval loss %.6f\n", (unsigned long long)evals, last_eval);
         printf("  device peak %s of %s budget (state %s, activations %s %s; allocator reserved peak %s) | "
                "swapped %s | mode %s\n", gpt_fmt_bytes(peak_max, a, sizeof a), gpt_fmt_bytes(fl.budget, b, sizeof b),
