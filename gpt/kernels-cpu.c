@@ -341,6 +341,100 @@ void k_embed_bwd(float *dwte, const float *dout, const int *tok, int M, int C) {
     }
 }
 
+/* Flash forward: one task per (b, head, query row); each row walks its keys 0..t in blocks of
+ * GPT_ATTN_BLOCK, keeping the running maximum mx, the running sum l of exp(score - mx) and the
+ * unnormalised output o, rescaled by exp(mx_old - mx_new) when a block raises the maximum. */
+void k_flash_attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                      int B, int T, int A, int KV, int hd) {
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int G = A / KV;
+#pragma omp parallel for collapse(3) schedule(static) if((size_t)B * A * T * T * hd >= GPT_PAR_MIN)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < A; h++)
+            for (int t = 0; t < T; t++) {
+                int kh = h / G;
+                const float *qr = q + (((size_t)b * T + t) * A + h) * hd;
+                float *o = out + (((size_t)b * T + t) * A + h) * hd;
+                float sc[GPT_ATTN_BLOCK];
+                float mx = -INFINITY, l = 0.0f;
+                for (int j = 0; j < hd; j++) o[j] = 0.0f;
+                for (int s0 = 0; s0 <= t; s0 += GPT_ATTN_BLOCK) {
+                    int s1 = s0 + GPT_ATTN_BLOCK <= t + 1 ? s0 + GPT_ATTN_BLOCK : t + 1;
+                    float bm = -INFINITY;
+                    for (int s = s0; s < s1; s++) {
+                        const float *kr = k + (((size_t)b * T + s) * KV + kh) * hd;
+                        float d = 0.0f;
+                        for (int j = 0; j < hd; j++) d += qr[j] * kr[j];
+                        d *= scale;
+                        sc[s - s0] = d;
+                        if (d > bm) bm = d;
+                    }
+                    if (bm > mx) {   /* rescale what was accumulated under the old maximum */
+                        float alpha = expf(mx - bm);   /* 0 for the first block */
+                        l *= alpha;
+                        for (int j = 0; j < hd; j++) o[j] *= alpha;
+                        mx = bm;
+                    }
+                    for (int s = s0; s < s1; s++) {
+                        const float *vr = v + (((size_t)b * T + s) * KV + kh) * hd;
+                        float p = expf(sc[s - s0] - mx);
+                        l += p;
+                        for (int j = 0; j < hd; j++) o[j] += p * vr[j];
+                    }
+                }
+                float inv = 1.0f / l;
+                for (int j = 0; j < hd; j++) o[j] *= inv;
+                lse[((size_t)b * A + h) * T + t] = mx + logf(l);
+            }
+}
+
+/* Flash backward: one task per (b, KV head), which owns dk, dv of that head and dq of its G query
+ * heads, as in k_attn_bwd. Per query row t: D = dout . out; per key block: p = exp(score - lse),
+ * dp = dout . v, ds = p (dp - D) scale; dq += ds k, dk += ds q, dv += p dout. */
+void k_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                      const float *v, const float *out, const float *lse, int B, int T, int A, int KV, int hd) {
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int G = A / KV;
+#pragma omp parallel for collapse(2) schedule(static) if((size_t)B * A * T * T * hd >= GPT_PAR_MIN)
+    for (int b = 0; b < B; b++)
+        for (int kh = 0; kh < KV; kh++)
+            for (int g = 0; g < G; g++) {
+                int h = kh * G + g;
+                for (int t = 0; t < T; t++) {
+                    const float *go = dout + (((size_t)b * T + t) * A + h) * hd;
+                    const float *orow = out + (((size_t)b * T + t) * A + h) * hd;
+                    const float *qr = q + (((size_t)b * T + t) * A + h) * hd;
+                    float *dqr = dq + (((size_t)b * T + t) * A + h) * hd;
+                    float L = lse[((size_t)b * A + h) * T + t];
+                    float D = 0.0f, pb[GPT_ATTN_BLOCK], dsb[GPT_ATTN_BLOCK];
+                    for (int j = 0; j < hd; j++) D += go[j] * orow[j];
+                    for (int s0 = 0; s0 <= t; s0 += GPT_ATTN_BLOCK) {
+                        int s1 = s0 + GPT_ATTN_BLOCK <= t + 1 ? s0 + GPT_ATTN_BLOCK : t + 1;
+                        for (int s = s0; s < s1; s++) {   /* the block's probabilities, recomputed */
+                            const float *kr = k + (((size_t)b * T + s) * KV + kh) * hd;
+                            const float *vr = v + (((size_t)b * T + s) * KV + kh) * hd;
+                            float d = 0.0f, dp = 0.0f;
+                            for (int j = 0; j < hd; j++) { d += qr[j] * kr[j]; dp += go[j] * vr[j]; }
+                            float p = expf(d * scale - L);
+                            pb[s - s0] = p;
+                            dsb[s - s0] = p * (dp - D) * scale;
+                        }
+                        for (int s = s0; s < s1; s++) {
+                            const float *kr = k + (((size_t)b * T + s) * KV + kh) * hd;
+                            float *dkr = dk + (((size_t)b * T + s) * KV + kh) * hd;
+                            float *dvr = dv + (((size_t)b * T + s) * KV + kh) * hd;
+                            float ds = dsb[s - s0], p = pb[s - s0];
+                            for (int j = 0; j < hd; j++) {
+                                dqr[j] += ds * kr[j];
+                                dkr[j] += ds * qr[j];
+                                dvr[j] += p * go[j];
+                            }
+                        }
+                    }
+                }
+            }
+}
+
 float k_xent_fwd(float *probs, float *losses, const float *logits, const int *targets, int M, int V) {
 #pragma omp parallel for schedule(static) if((size_t)M * V >= GPT_PAR_MIN)
     for (int i = 0; i < M; i++) {
@@ -366,6 +460,29 @@ void k_xent_bwd(float *dlogits, const float *probs, const int *targets, int M, i
         const float *p = probs + (size_t)i * V;
         float *d = dlogits + (size_t)i * V;
         for (int j = 0; j < V; j++) d[j] += (p[j] - (j == targets[i] ? 1.0f : 0.0f)) * s;
+    }
+}
+
+void k_xent_lse_fwd(float *lse, float *losses, const float *logits, const int *targets, int M, int V) {
+#pragma omp parallel for schedule(static) if((size_t)M * V >= GPT_PAR_MIN)
+    for (int i = 0; i < M; i++) {
+        const float *l = logits + (size_t)i * V;
+        float mx = -INFINITY;
+        for (int j = 0; j < V; j++) if (l[j] > mx) mx = l[j];
+        float sum = 0.0f;
+        for (int j = 0; j < V; j++) sum += expf(l[j] - mx);
+        float ls = logf(sum);
+        lse[i] = mx + ls;
+        losses[i] = ls - (l[targets[i]] - mx);
+    }
+}
+
+void k_xent_lse_bwd(float *logits, const float *lse, const int *targets, int M, int V, float scale) {
+#pragma omp parallel for schedule(static) if((size_t)M * V >= GPT_PAR_MIN)
+    for (int i = 0; i < M; i++) {
+        float *d = logits + (size_t)i * V;
+        float L = lse[i];
+        for (int j = 0; j < V; j++) d[j] = (expf(d[j] - L) - (j == targets[i] ? 1.0f : 0.0f)) * scale;
     }
 }
 

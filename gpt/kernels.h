@@ -47,6 +47,18 @@ void k_attn_fwd(float *out, float *att, const float *q, const float *k, const fl
 void k_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                 const float *v, const float *att, int B, int T, int A, int KV, int hd);
 
+/* Flash-style causal attention with grouped KV heads (docs/trainer.md, "Attention"): the same
+ * q k v layouts as k_attn_fwd; an online softmax over key blocks of GPT_ATTN_BLOCK keys, so no
+ * (T,T) matrix exists. out (B,T,A,hd); lse (B,A,T) = the log-sum-exp of each row's scaled scores,
+ * which is all the backward needs besides q, k, v and out. */
+#define GPT_ATTN_BLOCK 64
+void k_flash_attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                      int B, int T, int A, int KV, int hd);
+/* dq (B,T,A,hd) +=, dk dv (B,T,KV,hd) +=: recomputes each key block's probabilities from q, k and
+ * lse (exp(score - lse)), never storing a (T,T) matrix. */
+void k_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                      const float *v, const float *out, const float *lse, int B, int T, int A, int KV, int hd);
+
 /* out (n) = silu(g) * u */
 void k_swiglu_fwd(float *out, const float *g, const float *u, size_t n);
 /* dg (n) +=, du (n) += */
@@ -67,6 +79,13 @@ void k_embed_bwd(float *dwte, const float *dout, const int *tok, int M, int C);
 float k_xent_fwd(float *probs, float *losses, const float *logits, const int *targets, int M, int V);
 /* dlogits (M,V) += (probs - onehot(target)) * dloss / M */
 void k_xent_bwd(float *dlogits, const float *probs, const int *targets, int M, int V, float dloss);
+
+/* The chunked cross-entropy's two halves (docs/trainer.md, "Loss"), on one chunk of M rows of
+ * logits (M,V) that the caller computes with k_matmul_fwd from the final hidden state:
+ * lse (M) = log sum exp(logits), losses (M) = lse - logits[target]. */
+void k_xent_lse_fwd(float *lse, float *losses, const float *logits, const int *targets, int M, int V);
+/* In place: logits (M,V) become dlogits = (exp(logits - lse) - onehot(target)) * scale. */
+void k_xent_lse_bwd(float *logits, const float *lse, const int *targets, int M, int V, float scale);
 
 /* Mixture of experts (docs/trainer.md, "MoE"). Routing: probs (M,E) = softmax(logits (M,E));
  * idx (M,K) = the K experts of largest probability, in decreasing order, ties broken towards

@@ -25,17 +25,17 @@
 
 enum {
     OP_EMBED, OP_RMSNORM, OP_MATMUL, OP_ROPE, OP_ATTN, OP_SWIGLU, OP_ADD, OP_XENT, OP_CKPT,
-    OP_MOE_ROUTE, OP_MOE_GATHER, OP_MOE_COMBINE, OP_ADAMW, OP_ADAMW_INIT, OP_COUNT
+    OP_MOE_ROUTE, OP_MOE_GATHER, OP_MOE_COMBINE, OP_ADAMW, OP_ADAMW_INIT, OP_LXENT, OP_COUNT
 };
 static const char *op_names[OP_COUNT] = {"embedding", "rmsnorm", "matmul", "rope", "attention",
                                          "swiglu", "add", "cross_entropy", "checkpoint",
                                          "moe_route", "moe_gather", "moe_combine", "adamw",
-                                         "adamw_init"};
+                                         "adamw_init", "linear_cross_entropy"};
 static const char *op_bwd_names[OP_COUNT] = {"embedding_bwd", "rmsnorm_bwd", "matmul_bwd",
                                              "rope_bwd", "attention_bwd", "swiglu_bwd", "add_bwd",
                                              "cross_entropy_bwd", "recompute", "moe_route_bwd",
                                              "moe_gather_bwd", "moe_combine_bwd", "adamw",
-                                             "adamw_init"};
+                                             "adamw_init", "linear_cross_entropy_bwd"};
 
 #define GPT_MAX_EXPERTS 64
 
@@ -74,6 +74,11 @@ int gpt_config_check(const gpt_config *c, char *err, size_t errlen) {
         (c->moe_experts && (c->moe_topk < 1 || c->moe_topk > c->moe_experts))) {
         snprintf(err, errlen, "MoE: experts must be 1..%d and top-k 1..experts (got %d:%d)", GPT_MAX_EXPERTS,
                  c->moe_experts, c->moe_topk);
+        return 1;
+    }
+    if ((unsigned)c->attention > GPT_ATTN_NAIVE || (unsigned)c->loss > GPT_LOSS_FULL || c->loss_chunk < 0) {
+        snprintf(err, errlen, "attention must be flash or naive, loss chunked or full, loss chunk >= 0 (got %d, %d, %d)",
+                 c->attention, c->loss, c->loss_chunk);
         return 1;
     }
     if ((uint64_t)c->batch * c->seq > (1u << 30) || (uint64_t)c->hidden * c->vocab > (1u << 30)) {
@@ -136,6 +141,20 @@ uint64_t gpt_state_bytes(const gpt_config *c) {
     total += 2 * charged((uint64_t)c->seq * (c->hidden / c->heads / 2));
     return total;
 }
+
+int gpt_loss_chunk(const gpt_config *c, int M) {
+    int ch = c->loss_chunk;
+    if (ch <= 0) {
+        uint64_t fit = (uint64_t)M * (uint64_t)c->hidden / (uint64_t)c->vocab;   /* rows of V = M x C */
+        ch = fit < 64 ? 64 : (int)(fit / 64 * 64);
+    }
+    return ch < M ? ch : M;
+}
+
+const char *gpt_attention_name(int a) { return a == GPT_ATTN_FLASH ? "flash" : a == GPT_ATTN_NAIVE ? "naive" : "?"; }
+const char *gpt_loss_name(int l) { return l == GPT_LOSS_CHUNKED ? "chunked" : l == GPT_LOSS_FULL ? "full" : "?"; }
+int gpt_attention_parse(const char *s) { return !strcmp(s, "flash") ? GPT_ATTN_FLASH : !strcmp(s, "naive") ? GPT_ATTN_NAIVE : -1; }
+int gpt_loss_parse(const char *s) { return !strcmp(s, "chunked") ? GPT_LOSS_CHUNKED : !strcmp(s, "full") ? GPT_LOSS_FULL : -1; }
 
 const char *gpt_mode_name(gpt_mode m) {
     static const char *n[GPT_MODE_COUNT] = {"none", "recompute", "smartswap", "offload-all"};
@@ -346,13 +365,26 @@ static gpt_tensor *op_rope(gpt_model *m, gpt_tensor *x, int H, const char *name,
     return y;
 }
 
-/* y (B,T,A*hd) = causal attention of q (B,T,A,hd), k v (B,T,KV,hd); saves q, k, v, att (B,A,T,T) */
+/* y (B,T,A*hd) = causal attention of q (B,T,A,hd), k v (B,T,KV,hd). Flash: saves q, k, v, y and
+ * lse (B,A,T); naive: saves q, k, v, att (B,A,T,T). */
 static gpt_tensor *op_attention(gpt_model *m, gpt_tensor *q, gpt_tensor *k, gpt_tensor *v, int layer,
                                 uint64_t site) {
     if (m->err || !q || !k || !v) return NULL;
     int B = m->B, T = m->T, A = m->cfg.heads, KV = m->cfg.kv_heads, hd = m->cfg.hidden / A;
     report_op(m, OP_ATTN, site, 0);
     gpt_tensor *y = new_act(m, "attn.out", layer, 3, B, T, A * hd, 0);
+    if (m->cfg.attention == GPT_ATTN_FLASH) {
+        gpt_tensor *lse = new_act(m, "attn.lse", layer, 3, B, A, T, 0);
+        if (!y || !lse) { drop(m, y); drop(m, lse); return NULL; }
+        k_flash_attn_fwd(F(y->buf), F(lse->buf), F(q->buf), F(k->buf), F(v->buf), B, T, A, KV, hd);
+        gpt_node *n = push_node(m, OP_ATTN, layer, site);
+        if (n) {
+            n->in[0] = q; n->in[1] = k; n->in[2] = v; n->out = y;
+            save(m, n, q); save(m, n, k); save(m, n, v); save(m, n, y); save(m, n, lse);
+        }
+        drop(m, lse);
+        return y;
+    }
     gpt_tensor *att = new_act(m, "attn.probs", layer, 4, B, A, T, T);
     if (!y || !att) { drop(m, y); drop(m, att); return NULL; }
     k_attn_fwd(F(y->buf), F(att->buf), F(q->buf), F(k->buf), F(v->buf), B, T, A, KV, hd);
@@ -405,6 +437,53 @@ static float op_xent(gpt_model *m, gpt_tensor *logits, uint64_t site) {
     drop(m, p);
     drop(m, ls);
     return loss;
+}
+
+/* The chunked loss: mean cross-entropy of h (B,T,C) . w (V,C)^T against the targets, one chunk
+ * of gpt_loss_chunk rows at a time, so only one chunk's logits (chunk,V) ever exist. One
+ * operator of the sequence whatever B*T is. Saves h and lse (B,T); backward recomputes each
+ * chunk's logits with the same k_matmul_fwd call. */
+static float op_lxent(gpt_model *m, gpt_tensor *h, gpt_tensor *w, uint64_t site) {
+    if (m->err || !h) return 0.0f;
+    int B = m->B, T = m->T, M = B * T, C = m->cfg.hidden, V = m->cfg.vocab;
+    int ch = gpt_loss_chunk(&m->cfg, M);
+    report_op(m, OP_LXENT, site, 0);
+    gpt_tensor *lse = new_act(m, "loss.lse", -1, 2, B, T, 0, 0);
+    gpt_tensor *ls = new_act(m, "losses", -1, 2, B, T, 0, 0);
+    gpt_tensor *lg = new_act(m, "logits.chunk", -1, 2, ch, V, 0, 0);   /* (chunk,V) */
+    if (!lse || !ls || !lg) { drop(m, lse); drop(m, ls); drop(m, lg); return 0.0f; }
+    for (int i0 = 0; i0 < M; i0 += ch) {
+        int rows = M - i0 < ch ? M - i0 : ch;
+        k_matmul_fwd(F(lg->buf), F(h->buf) + (size_t)i0 * C, F(w->buf), rows, C, V);
+        k_xent_lse_fwd(F(lse->buf) + i0, F(ls->buf) + i0, F(lg->buf), m->targets + i0, rows, V);
+    }
+    double total = 0.0;
+    for (int i = 0; i < M; i++) total += F(ls->buf)[i];
+    drop(m, lg);
+    drop(m, ls);
+    gpt_node *n = push_node(m, OP_LXENT, -1, site);
+    if (n) { n->in[0] = h; n->w = w; save(m, n, h); save(m, n, lse); }
+    drop(m, lse);
+    return (float)(total / M);
+}
+
+/* Backward of op_lxent: per chunk, the same k_matmul_fwd call as forward, dlogits in place,
+ * then dh (rows of the chunk) and dw (accumulated chunk after chunk, in order). */
+static void lxent_backward(gpt_model *m, gpt_node *n, const float *h, const float *lse) {
+    int M = n->B * n->T, C = m->cfg.hidden, V = m->cfg.vocab;
+    int ch = gpt_loss_chunk(&m->cfg, M);
+    float *dh = gradof(m, n->in[0]);
+    if (!dh) return;
+    gpt_buf *lg = gpt_mem_alloc(m->mem, "logits.chunk.recompute", (size_t)ch * V * sizeof(float), GPT_MEM_ACT);
+    if (!lg) { fail(m, "%s", m->mem->err); return; }
+    float scale = m->dloss / (float)M;
+    for (int i0 = 0; i0 < M; i0 += ch) {
+        int rows = M - i0 < ch ? M - i0 : ch;
+        k_matmul_fwd(F(lg), h + (size_t)i0 * C, F(n->w->buf), rows, C, V);
+        k_xent_lse_bwd(F(lg), lse + i0, m->targets + i0, rows, V, scale);
+        k_matmul_bwd(dh + (size_t)i0 * C, F(n->w->grad), F(lg), h + (size_t)i0 * C, F(n->w->buf), rows, C, V);
+    }
+    gpt_buf_unref(m->mem, lg);
 }
 
 /* ---- mixture of experts ------------------------------------------------------------------ */
@@ -629,9 +708,16 @@ static void node_backward(gpt_model *m, gpt_node *n) {
     }
     case OP_ATTN: {
         float *dq = gradof(m, n->in[0]), *dk = gradof(m, n->in[1]), *dv = gradof(m, n->in[2]);
-        if (dq && dk && dv) k_attn_bwd(dq, dk, dv, dout, s[0], s[1], s[2], s[3], B, T, A, KV, hd);
+        if (!dq || !dk || !dv) break;
+        if (n->nsaved == 5)   /* flash: q, k, v, out, lse */
+            k_flash_attn_bwd(dq, dk, dv, dout, s[0], s[1], s[2], s[3], s[4], B, T, A, KV, hd);
+        else
+            k_attn_bwd(dq, dk, dv, dout, s[0], s[1], s[2], s[3], B, T, A, KV, hd);
         break;
     }
+    case OP_LXENT:
+        lxent_backward(m, n, s[0], s[1]);
+        break;
     case OP_SWIGLU: {
         float *dg = gradof(m, n->in[0]), *du = gradof(m, n->in[1]);
         if (dg && du) k_swiglu_bwd(dg, du, dout, s[0], s[1], n->out->n);
@@ -750,10 +836,16 @@ static float forward(gpt_model *m, int record) {
     }
     gpt_tensor *h = op_rmsnorm(m, x, m->normf, "final.norm", -1, SITE);   /* (B,T,C) */
     drop(m, x);
-    gpt_tensor *logits = op_matmul(m, h, m->wout, "logits", -1, SITE);    /* (B,T,V) */
-    drop(m, h);
-    float loss = op_xent(m, logits, SITE);
-    drop(m, logits);
+    float loss;
+    if (m->cfg.loss == GPT_LOSS_CHUNKED) {
+        loss = op_lxent(m, h, m->wout, SITE);                             /* (chunk,V) at a time */
+        drop(m, h);
+    } else {
+        gpt_tensor *logits = op_matmul(m, h, m->wout, "logits", -1, SITE);    /* (B,T,V) */
+        drop(m, h);
+        loss = op_xent(m, logits, SITE);
+        drop(m, logits);
+    }
     if (m->in_step) m->stats.fwd_seconds += gpt_now_s() - t0;
     return loss;
 }

@@ -27,10 +27,24 @@
 #include "mem.h"
 #include "tape.h"
 
+typedef enum gpt_attention {
+    GPT_ATTN_FLASH = 0,     /* online softmax over key blocks; saves out and the log-sum-exp */
+    GPT_ATTN_NAIVE          /* softmax(q k^T) v; saves the (T,T) probabilities */
+} gpt_attention;
+
+typedef enum gpt_loss {
+    GPT_LOSS_CHUNKED = 0,   /* logits + cross-entropy a chunk of tokens at a time; saves the
+                               final hidden state and the log-sum-exp */
+    GPT_LOSS_FULL           /* the (B,T,V) logits at once; saves the (B,T,V) probabilities */
+} gpt_loss;
+
 typedef struct gpt_config {
     int   layers, hidden, heads, kv_heads, ffn;   /* L, C, A, KV, F */
     int   seq, batch, vocab;                      /* T (max), B, V */
     int   moe_experts, moe_topk;                  /* E, K: MoE MLP (E = 0: dense SwiGLU) */
+    int   attention;                              /* gpt_attention (default flash) */
+    int   loss;                                   /* gpt_loss (default chunked) */
+    int   loss_chunk;                             /* tokens per loss chunk; 0: gpt_loss_chunk's rule */
     float rope_theta, norm_eps;
     float beta1, beta2, adam_eps, weight_decay;   /* AdamW; decay on matrices only */
 } gpt_config;
@@ -144,6 +158,16 @@ uint64_t gpt_param_count(const gpt_config *c);
 uint64_t gpt_state_bytes(const gpt_config *c);
 /* Seconds on the monotonic host clock (for timing steps and their parts). */
 double gpt_now_s(void);
+
+/* Tokens per chunk of the chunked loss for a micro-batch of M tokens: c->loss_chunk if set,
+ * else the largest multiple of 64 whose (chunk,V) logits are no larger than the (M,C) final
+ * hidden state, at least 64; never more than M. */
+int gpt_loss_chunk(const gpt_config *c, int M);
+const char *gpt_attention_name(int a);
+const char *gpt_loss_name(int l);
+/* -1 if unknown. */
+int gpt_attention_parse(const char *s);
+int gpt_loss_parse(const char *s);
 
 const char *gpt_mode_name(gpt_mode m);
 /* -1 if unknown. */

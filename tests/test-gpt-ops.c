@@ -323,6 +323,63 @@ static void t_attention(void) {
     free(gq); free(gk); free(gv);
 }
 
+/* Flash attention against the double reference (forward, finite-difference gradients) and
+ * against the naive kernel (same values within FWD_TOL). T > 2 GPT_ATTN_BLOCK, so rows walk
+ * three key blocks and the online softmax rescales; the scores are scaled up so that later
+ * blocks raise the running maximum. */
+static void t_flash_attention(void) {
+    ctx c = {0};
+    c.B = 1; c.T = 2 * GPT_ATTN_BLOCK + 9; c.A = 4; c.KV = 2; c.hd = 4;
+    size_t nq = (size_t)c.B * c.T * c.A * c.hd, nk = (size_t)c.B * c.T * c.KV * c.hd;
+    size_t nl = (size_t)c.B * c.A * c.T, na = (size_t)c.B * c.A * c.T * c.T;
+    c.n = nq;
+    float *q = frand(nq, 2.5), *k = frand(nk, 2.5), *v = frand(nk, 1), *r = frand(nq, 1);
+    float *out = fzeros(nq), *lse = fzeros(nl), *out2 = fzeros(nq), *att = fzeros(na);
+    float *dq0 = frand(nq, 1), *dk0 = frand(nk, 1), *dv0 = frand(nk, 1);
+    float *dq = malloc(nq * 4), *dk = malloc(nk * 4), *dv = malloc(nk * 4);
+    memcpy(dq, dq0, nq * 4); memcpy(dk, dk0, nk * 4); memcpy(dv, dv0, nk * 4);
+    double *in[3] = {to_d(q, nq), to_d(k, nk), to_d(v, nk)}, *rd = to_d(r, nq);
+    c.r = rd; c.out = malloc(nq * sizeof(double));
+    k_flash_attn_fwd(out, lse, q, k, v, c.B, c.T, c.A, c.KV, c.hd);
+    ref_attn(&c, in[0], in[1], in[2], c.out);
+    check_fwd("flash attention", out, c.out, nq);
+    k_attn_fwd(out2, att, q, k, v, c.B, c.T, c.A, c.KV, c.hd);
+    double *naive = to_d(out2, nq);
+    check_fwd("flash vs naive", out, naive, nq);
+    /* lse against the double log-sum-exp of the scaled scores */
+    double lerr = 0, lmax = 0;
+    int G = c.A / c.KV, rescaled = 0;
+    for (int h = 0; h < c.A; h++)
+        for (int t = 0; t < c.T; t++) {
+            const double *qr = in[0] + ((size_t)t * c.A + h) * c.hd;
+            double mx = -INFINITY, sum = 0, first = -INFINITY, sc[3 * GPT_ATTN_BLOCK];
+            for (int u = 0; u <= t; u++) {
+                const double *kr = in[1] + ((size_t)u * c.KV + h / G) * c.hd;
+                double d = 0;
+                for (int j = 0; j < c.hd; j++) d += qr[j] * kr[j];
+                sc[u] = d / sqrt((double)c.hd);
+                if (sc[u] > mx) mx = sc[u];
+                if (u < GPT_ATTN_BLOCK && sc[u] > first) first = sc[u];
+            }
+            if (mx > first) rescaled++;
+            for (int u = 0; u <= t; u++) sum += exp(sc[u] - mx);
+            double want = mx + log(sum), e = fabs(lse[(size_t)h * c.T + t] - want);
+            if (e > lerr) lerr = e;
+            if (fabs(want) > lmax) lmax = fabs(want);
+        }
+    CHECK_MSG(lerr <= FWD_TOL * lmax, "flash lse: error %.3g of %.3g", lerr, lmax);
+    CHECK_MSG(rescaled > 0, "no row's maximum came from a later key block: the rescaling is untested");
+    fprintf(stderr, "     %-22s lse err %.2e, %d rows rescaled\n", "flash attention", lerr / lmax, rescaled);
+    k_flash_attn_bwd(dq, dk, dv, r, q, k, v, out, lse, c.B, c.T, c.A, c.KV, c.hd);
+    double *gq = numgrad(l_attn, &c, in, 0, nq), *gk = numgrad(l_attn, &c, in, 1, nk), *gv = numgrad(l_attn, &c, in, 2, nk);
+    check_grad("flash dq", dq, dq0, gq, nq);
+    check_grad("flash dk (GQA)", dk, dk0, gk, nk);
+    check_grad("flash dv (GQA)", dv, dv0, gv, nk);
+    free(q); free(k); free(v); free(r); free(out); free(lse); free(out2); free(att); free(naive);
+    free(dq0); free(dk0); free(dv0); free(dq); free(dk); free(dv);
+    free(in[0]); free(in[1]); free(in[2]); free(rd); free(c.out); free(gq); free(gk); free(gv);
+}
+
 static void t_swiglu(void) {
     ctx c = {0};
     c.n = 97;
@@ -395,6 +452,71 @@ static void t_xent(void) {
     double *gl = numgrad(l_xent, &c, in, 0, n);
     check_grad("cross_entropy dlogits", dl, dl0, gl, n);
     free(l); free(p); free(ls); free(dl0); free(dl); free(in[0]); free(gl);
+}
+
+/* mean cross-entropy of h (M,C) . w (V,C)^T in double */
+static double l_lxent(void *p, double **in) {
+    ctx *c = p;
+    double total = 0, *l = malloc((size_t)c->V * sizeof *l);
+    for (int i = 0; i < c->M; i++) {
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < c->V; j++) {
+            double d = 0;
+            for (int k = 0; k < c->C; k++) d += in[0][(size_t)i * c->C + k] * in[1][(size_t)j * c->C + k];
+            l[j] = d;
+            if (d > mx) mx = d;
+        }
+        for (int j = 0; j < c->V; j++) sum += exp(l[j] - mx);
+        total += log(sum) + mx - l[c->tok[i]];
+    }
+    free(l);
+    return total / c->M;
+}
+
+/* The chunked loss as the trainer composes it (model.c, op_lxent and its backward): chunks of
+ * 8 rows over M = 21 (the last one short), logits from k_matmul_fwd, k_xent_lse_fwd, then in
+ * backward the same k_matmul_fwd again, k_xent_lse_bwd in place and k_matmul_bwd. Loss, dh and
+ * dw against the double reference and finite differences, and the loss against k_xent_fwd on
+ * the full logits. */
+static void t_chunked_xent(void) {
+    ctx c = {0};
+    c.M = 21; c.C = 6; c.V = 11;
+    int tgt[21], ch = 8;
+    for (int i = 0; i < c.M; i++) tgt[i] = (i * 7 + 3) % c.V;
+    c.tok = tgt;
+    size_t nh = (size_t)c.M * c.C, nw = (size_t)c.V * c.C;
+    float *h = frand(nh, 1.5), *w = frand(nw, 1.5), *lse = fzeros(c.M), *ls = fzeros(c.M);
+    float *lg = fzeros((size_t)ch * c.V), *dh0 = frand(nh, 0.1), *dw0 = frand(nw, 0.1);
+    float *dh = malloc(nh * 4), *dw = malloc(nw * 4);
+    memcpy(dh, dh0, nh * 4); memcpy(dw, dw0, nw * 4);
+    for (int i0 = 0; i0 < c.M; i0 += ch) {
+        int rows = c.M - i0 < ch ? c.M - i0 : ch;
+        k_matmul_fwd(lg, h + (size_t)i0 * c.C, w, rows, c.C, c.V);
+        k_xent_lse_fwd(lse + i0, ls + i0, lg, tgt + i0, rows, c.V);
+    }
+    double total = 0;
+    for (int i = 0; i < c.M; i++) total += ls[i];
+    float loss = (float)(total / c.M);
+    double *in[2] = {to_d(h, nh), to_d(w, nw)};
+    double want = l_lxent(&c, in);
+    CHECK_MSG(fabs(loss - want) <= FWD_TOL * want, "chunked loss %.9g vs %.9g", loss, want);
+    float *full = fzeros((size_t)c.M * c.V), *probs = fzeros((size_t)c.M * c.V), *ls2 = fzeros(c.M);
+    k_matmul_fwd(full, h, w, c.M, c.C, c.V);
+    float loss_full = k_xent_fwd(probs, ls2, full, tgt, c.M, c.V);
+    CHECK_MSG(fabs(loss - loss_full) <= FWD_TOL * want, "chunked loss %.9g vs full %.9g", loss, loss_full);
+    fprintf(stderr, "     %-22s forward  rel err %.2e (vs full %.2e)\n", "chunked cross_entropy",
+            fabs(loss - want) / want, fabs(loss - loss_full) / want);
+    for (int i0 = 0; i0 < c.M; i0 += ch) {
+        int rows = c.M - i0 < ch ? c.M - i0 : ch;
+        k_matmul_fwd(lg, h + (size_t)i0 * c.C, w, rows, c.C, c.V);
+        k_xent_lse_bwd(lg, lse + i0, tgt + i0, rows, c.V, 1.0f / (float)c.M);
+        k_matmul_bwd(dh + (size_t)i0 * c.C, dw, lg, h + (size_t)i0 * c.C, w, rows, c.C, c.V);
+    }
+    double *gh = numgrad(l_lxent, &c, in, 0, nh), *gw = numgrad(l_lxent, &c, in, 1, nw);
+    check_grad("chunked xent dh", dh, dh0, gh, nh);
+    check_grad("chunked xent dw", dw, dw0, gw, nw);
+    free(h); free(w); free(lse); free(ls); free(lg); free(dh0); free(dw0); free(dh); free(dw);
+    free(full); free(probs); free(ls2); free(in[0]); free(in[1]); free(gh); free(gw);
 }
 
 /* ---- mixture of experts ------------------------------------------------------------------- */
@@ -584,10 +706,12 @@ int main(void) {
     RUN(t_rmsnorm);
     RUN(t_rope);
     RUN(t_attention);
+    RUN(t_flash_attention);
     RUN(t_swiglu);
     RUN(t_add);
     RUN(t_embed);
     RUN(t_xent);
+    RUN(t_chunked_xent);
     RUN(t_moe_route);
     RUN(t_moe_combine);
     RUN(t_moe_gather);

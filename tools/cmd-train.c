@@ -43,6 +43,13 @@ static void usage(FILE *f) {
             "  --kv-heads K      key/value heads; A must be a multiple (default 2)\n"
             "  --ffn F           SwiGLU width (default 172)\n"
             "  --moe E:K         mixture-of-experts MLP: E SwiGLU experts, top-K routing (default: dense)\n"
+            "  --attention A     flash (online softmax over key blocks; saves the output and the\n"
+            "                    log-sum-exp) | naive (saves the T x T probabilities) (default flash)\n"
+            "  --loss L          chunked (logits and cross-entropy a chunk of tokens at a time; saves the\n"
+            "                    final hidden state and the log-sum-exp) | full (saves the B x T x V\n"
+            "                    probabilities) (default chunked)\n"
+            "  --loss-chunk N    tokens per loss chunk (default: the largest multiple of 64 whose logits\n"
+            "                    are no larger than the final hidden state, at least 64)\n"
             "training:\n"
             "  --seq S|S1:S2     tokens per sequence; S1:S2 draws it per micro-batch from [S1,S2]\n"
             "                    (seeded; default 64)\n"
@@ -160,6 +167,22 @@ static int parse(int argc, char **argv, flags *fl) {
             c->seq = (int)pb;
             continue;
         }
+        if ((r = cli_flag(argc, argv, &i, "attention", &v))) {
+            if (r < 0) return 2;
+            if ((c->attention = gpt_attention_parse(v)) < 0) {
+                cli_error(CMD, "the attentions are flash, naive", "--attention: unknown value '%s'", v);
+                return 2;
+            }
+            continue;
+        }
+        if ((r = cli_flag(argc, argv, &i, "loss", &v))) {
+            if (r < 0) return 2;
+            if ((c->loss = gpt_loss_parse(v)) < 0) {
+                cli_error(CMD, "the losses are chunked, full", "--loss: unknown value '%s'", v);
+                return 2;
+            }
+            continue;
+        }
         if ((r = cli_flag(argc, argv, &i, "moe", &v))) {
             if (r < 0 || parse_pair("moe", v, 1, 64, 0, &pa, &pb)) return 2;
             c->moe_experts = (int)pa;
@@ -170,7 +193,7 @@ static int parse(int argc, char **argv, flags *fl) {
         struct { const char *name; int *dst; long lo, hi; } ints[] = {
             {"layers", &c->layers, 1, 4096}, {"hidden", &c->hidden, 2, 1 << 16}, {"heads", &c->heads, 1, 4096},
             {"kv-heads", &c->kv_heads, 1, 4096}, {"ffn", &c->ffn, 1, 1 << 18},
-            {"batch", &c->batch, 1, 1 << 20}};
+            {"batch", &c->batch, 1, 1 << 20}, {"loss-chunk", &c->loss_chunk, 1, 1 << 30}};
         int matched = 0;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !matched; k++) {
             r = cli_flag(argc, argv, &i, ints[k].name, &v);
@@ -416,6 +439,13 @@ int cmd_train(int argc, char **argv) {
     printf("  model    layers %d  hidden %d  heads %d  kv-heads %d  head %d  ffn %d  vocab %d  params %llu\n",
            c->layers, c->hidden, c->heads, c->kv_heads, c->hidden / c->heads, c->ffn, c->vocab,
            (unsigned long long)gpt_param_count(c));
+    if (c->loss == GPT_LOSS_CHUNKED && c->loss_chunk)
+        printf("  ops      attention %s  loss chunked (%d tokens a chunk)\n", gpt_attention_name(c->attention), c->loss_chunk);
+    else if (c->loss == GPT_LOSS_CHUNKED)
+        printf("  ops      attention %s  loss chunked (%d tokens a chunk at %d x %d)\n", gpt_attention_name(c->attention),
+               gpt_loss_chunk(c, c->batch * c->seq), c->batch, c->seq);
+    else
+        printf("  ops      attention %s  loss full\n", gpt_attention_name(c->attention));
     if (c->moe_experts)
         printf("  moe      %d experts, top-%d routing (softmax gate, renormalised top-k weights; idle experts "
                "run no operator)\n", c->moe_experts, c->moe_topk);
