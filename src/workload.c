@@ -15,23 +15,34 @@
  *     down_proj      -> temporary      add -> next layer's input (S)
  *   so a layer saves s*b*(4hd + 2hd + 2h_kv*d + 4id) + lse = s*b*(12h + 4h_kv + 8i) bytes in bf16
  *   (research/trainer-workload.md section 5) plus 4*a*s*b bytes of log-sum-exp.
- *   Eager attention (flash = 0): attn_scores -> S [b,a,s,s] temporary, softmax -> P (S, a*s^2*b*d),
+ *   Naive attention (flash = 0): attn_scores -> S [b,a,s,s] temporary, softmax -> P (S, a*s^2*b*d),
  *   attn_v -> out (S); no lse.
  *   MoE (E experts, top K): router -> probs f32 [b,s,E] (S), topk -> weights f32 [b,s,K] (S) and
  *   indices i64 [b,s,K] (S), dispatch -> xp [T*K,h] (S), grouped expert_gate/expert_up/silu/mul
  *   on T*K rows (S, K*4id per token), expert_down -> [T*K,h] (S, needed for the weights' gradient),
  *   combine -> temporary. Routing is balanced (T*K/E rows per expert).
  *   GPT-2: LayerNorm, no RoPE (q0, k0 saved directly), fc -> f (S), gelu -> (S), proj.
- *   final_norm -> (S), lm_head -> logits [b,s,V] d temporary, cross_entropy -> probs f32 (S).
+ *   final_norm -> hf [b,s,h] (S), then the loss:
+ *   chunked (the default, loss_chunk = C tokens, Cc = min(C, T)): chunked_xent, ONE operator
+ *     whatever T (so sequences of any size keep one structure): the fused LM head + cross-entropy
+ *     one chunk at a time; reads hf and targets, saves lse f32 [b,s] (S); one chunk's logits
+ *     [Cc,V] d are a temporary alive during the operator only. chunked_xent_bwd recomputes each
+ *     chunk's logits from hf and the LM head, the probabilities from lse, and produces the hidden
+ *     gradient [b,s,h] (temporary) and the head's weight gradient; temporaries during it: one
+ *     chunk's logits and their gradient (2 x [Cc,V] d).
+ *   full: lm_head -> logits [b,s,V] d temporary, cross_entropy -> probs f32 [b,s,V] (S);
+ *     cross_entropy_bwd -> the logits' gradient [b,s,V] d, lm_head_bwd -> the hidden gradient.
  *   Backward mirrors forward in reverse; each backward op uses what its forward op saved and the
  *   gradients of its outputs, and produces gradient temporaries (released at their last use).
  *   Optimizer: one adamw op per layer and one for the rest.
  *
  * FLOPs: a linear layer of T rows, k inputs, n outputs: 2Tkn forward, 4Tkn backward. Attention
  * products: flash (causal, tiles above the diagonal skipped) 2bs^2h forward, 5bs^2h backward
- * (recomputes QK^T); eager (full matrices) 4bs^2h forward, 8bs^2h backward. Element-wise ops
+ * (recomputes QK^T); naive (full matrices) 4bs^2h forward, 8bs^2h backward. Element-wise ops
  * count a few FLOPs per element (norm 4, rope 3, silu 4, gelu 8, softmax 5, add/mul 1; backward
- * twice that); adamw 12 per parameter. Total ~ 6*params_matmul*T + attention, within 1%.
+ * twice that); adamw 12 per parameter. Loss: full 2ThV + 5TV forward, 4ThV + 2TV backward;
+ * chunked 2ThV + 5TV forward, 2ThV (the logits again) + 4ThV + 4TV (exp(z - lse), p - onehot)
+ * backward. Total ~ 6*params_matmul*T + attention (+ 2ThV with the chunked loss), within 1%.
  * Durations: max(flops / device_flops, bytes touched / device_bw) + 2 us per op.
  * Memory: base_bytes = params * (2d + 8 + (d < 4 ? 4 : 0)): weights, gradients, Adam moments,
  * fp32 master weights in mixed precision (16 bytes per parameter either way); mem_after of an op
@@ -77,6 +88,8 @@ void ssi_workload_default(ssi_workload_config *c) {
     c->seq = 2048;
     c->dtype_bytes = 2;
     c->flash = 1;
+    c->loss = SSI_WORKLOAD_LOSS_CHUNKED;
+    c->loss_chunk = SSI_WORKLOAD_LOSS_CHUNK_DEFAULT;
     c->device_flops = 400e12;
     c->device_bw = 3e12;
 }
@@ -102,7 +115,7 @@ ss_status ssi_workload_preset(ssi_workload_config *c, const char *name) {
 }
 
 static const char *const cat_names[SSI_WL_CAT_COUNT] = {
-    "norm", "q_attn_out", "k_v", "mlp", "attn_stats", "scores", "moe", "logits", "other", "temp"};
+    "norm", "q_attn_out", "k_v", "mlp", "attn_stats", "scores", "moe", "loss", "other", "temp"};
 
 const char *ssi_workload_cat_name(uint32_t cat) { return cat < SSI_WL_CAT_COUNT ? cat_names[cat] : "?"; }
 
@@ -160,6 +173,13 @@ ss_status ssi_workload_validate(const ssi_workload_config *c, char *err, size_t 
             range(err, err_len, "moe top-k", c->moe_topk, 1, c->moe_experts ? c->moe_experts : 1))
             return SS_ERR_INVALID;
     }
+    if (c->loss > SSI_WORKLOAD_LOSS_FULL) {
+        bad(err, err_len, "unknown loss mode %u (chunked or full)", c->loss);
+        return SS_ERR_INVALID;
+    }
+    if (c->loss == SSI_WORKLOAD_LOSS_CHUNKED &&
+        range(err, err_len, "loss-chunk", c->loss_chunk, 1, SSI_WORKLOAD_LOSS_CHUNK_MAX))
+        return SS_ERR_INVALID;
     if (!(c->device_flops > 0 && c->device_flops < 1e20) || !(c->device_bw > 0 && c->device_bw < 1e18)) {
         bad(err, err_len, "device FLOP/s and bytes/s must be positive and finite");
         return SS_ERR_INVALID;
@@ -488,15 +508,33 @@ static void build(gen *g, layer_saved *S) {
     g->layer = -1;
     op(g, "final_norm", SS_PHASE_FWD, F_NORM * T * h, 0); use(g, x);
     uint32_t hf = ten(g, SSI_WL_OTHER, dt, D.b, D.s, D.h, 0);
-    op(g, "lm_head", SS_PHASE_FWD, 2 * T * h * V, h * V * w); use(g, hf);
-    uint32_t logits = ten(g, SSI_WL_TEMP, dt, D.b, D.s, D.V, 0);
-    op(g, "cross_entropy", SS_PHASE_FWD, F_SOFTMAX * T * V, 0); use(g, logits); use(g, targets);
-    uint32_t probs = ten(g, SSI_WL_LOGITS, SS_DTYPE_F32, D.b, D.s, D.V, 0);
+    uint32_t ghf;
+    if (c->loss == SSI_WORKLOAD_LOSS_FULL) {
+        op(g, "lm_head", SS_PHASE_FWD, 2 * T * h * V, h * V * w); use(g, hf);
+        uint32_t logits = ten(g, SSI_WL_TEMP, dt, D.b, D.s, D.V, 0);
+        op(g, "cross_entropy", SS_PHASE_FWD, F_SOFTMAX * T * V, 0); use(g, logits); use(g, targets);
+        uint32_t probs = ten(g, SSI_WL_LOSS, SS_DTYPE_F32, D.b, D.s, D.V, 0);
 
-    op(g, "cross_entropy_bwd", SS_PHASE_BWD, 2 * T * V, 0); use(g, probs); use(g, targets);
-    uint32_t glogits = ten(g, SSI_WL_TEMP, dt, D.b, D.s, D.V, 0);
-    op(g, "lm_head_bwd", SS_PHASE_BWD, 4 * T * h * V, 2 * h * V * w); use(g, hf); use(g, glogits);
-    uint32_t ghf = ten(g, SSI_WL_TEMP, dt, D.b, D.s, D.h, 0);
+        op(g, "cross_entropy_bwd", SS_PHASE_BWD, 2 * T * V, 0); use(g, probs); use(g, targets);
+        uint32_t glogits = ten(g, SSI_WL_TEMP, dt, D.b, D.s, D.V, 0);
+        op(g, "lm_head_bwd", SS_PHASE_BWD, 4 * T * h * V, 2 * h * V * w); use(g, hf); use(g, glogits);
+        ghf = ten(g, SSI_WL_TEMP, dt, D.b, D.s, D.h, 0);
+    } else {
+        /* one chunk's logits [Cc, V] exist at a time; every chunk's are written and read once,
+         * so the op touches 2*T*V*d bytes of logits although only one chunk is alive */
+        uint64_t Cc = c->loss_chunk < D.T ? c->loss_chunk : D.T;
+        double logit_bytes = 2 * T * V * w - (double)Cc * V * w;
+        op(g, "chunked_xent", SS_PHASE_FWD, 2 * T * h * V + F_SOFTMAX * T * V, h * V * w + logit_bytes);
+        use(g, hf); use(g, targets);
+        uint32_t lse = ten(g, SSI_WL_LOSS, SS_DTYPE_F32, D.b, D.s, 0, 0);   /* lse [b,s] f32 (S) */
+        (void)ten(g, SSI_WL_TEMP, dt, Cc, D.V, 0, 0);                       /* chunk logits [Cc,V] */
+
+        op(g, "chunked_xent_bwd", SS_PHASE_BWD, 6 * T * h * V + 4 * T * V, 2 * h * V * w + 2 * logit_bytes);
+        use(g, hf); use(g, lse); use(g, targets);
+        ghf = ten(g, SSI_WL_TEMP, dt, D.b, D.s, D.h, 0);                    /* d hf [b,s,h] */
+        (void)ten(g, SSI_WL_TEMP, dt, Cc, D.V, 0, 0);                       /* chunk logits [Cc,V] */
+        (void)ten(g, SSI_WL_TEMP, dt, Cc, D.V, 0, 0);                       /* their gradient [Cc,V] */
+    }
     op(g, "final_norm_bwd", SS_PHASE_BWD, 2 * F_NORM * T * h, 0); use(g, x); use(g, ghf);
     uint32_t gx = ten(g, SSI_WL_TEMP, dt, D.b, D.s, D.h, 0);
     for (uint32_t l = c->layers; l-- > 0 && !g->st;) {
@@ -582,10 +620,13 @@ ss_status ssi_workload_generate(const ssi_workload_config *c, ss_profile **out, 
             p->iter_seconds = total_s;
             p->seq_hash = ssi_profile_running_hashes(p, NULL);
             p->size_sig = ssi_size_sig(ssi_profile_saved_bytes(p));
-            ssi_fmt(p->desc, sizeof p->desc, "trace gen %s: L=%u h=%u a=%u kv=%u i=%u V=%u%s b=%u s=%u %s%s",
+            char loss[32];
+            if (c->loss == SSI_WORKLOAD_LOSS_FULL) ssi_fmt(loss, sizeof loss, "full");
+            else ssi_fmt(loss, sizeof loss, "chunked:%u", c->loss_chunk);
+            ssi_fmt(p->desc, sizeof p->desc, "trace gen %s: L=%u h=%u a=%u kv=%u i=%u V=%u%s b=%u s=%u %s%s loss=%s",
                     c->model, c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab,
                     c->moe_experts ? " moe" : "", c->batch, c->seq, c->dtype_bytes == 2 ? "bf16" : "f32",
-                    c->flash ? " flash" : " eager");
+                    c->flash ? " flash" : " naive", loss);
             if (c->moe_experts) {
                 size_t n = strlen(p->desc);
                 ssi_fmt(p->desc + n, sizeof p->desc - n, " E=%u K=%u", c->moe_experts, c->moe_topk);

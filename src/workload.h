@@ -21,6 +21,17 @@ typedef enum ssi_workload_arch {
     SSI_WORKLOAD_GPT2 = 1     /* LayerNorm, learned positions, MHA, GELU MLP, biases, tied head */
 } ssi_workload_arch;
 
+/* How the loss (LM head + cross-entropy) is computed. */
+typedef enum ssi_workload_loss {
+    SSI_WORKLOAD_LOSS_CHUNKED = 0, /* fused LM head + cross-entropy, one chunk of tokens at a time:
+                                    * saves the final norm output and an f32 log-sum-exp per token;
+                                    * backward recomputes each chunk's logits */
+    SSI_WORKLOAD_LOSS_FULL = 1     /* the [b,s,V] logits, then cross-entropy saving f32 probabilities */
+} ssi_workload_loss;
+
+#define SSI_WORKLOAD_LOSS_CHUNK_DEFAULT 1024u   /* tokens; the trainer's --loss-chunk default */
+#define SSI_WORKLOAD_LOSS_CHUNK_MAX (1u << 24)
+
 typedef struct ssi_workload_config {
     char     model[48];      /* preset name, or "custom" */
     uint32_t arch;           /* ssi_workload_arch */
@@ -30,13 +41,16 @@ typedef struct ssi_workload_config {
     uint32_t batch, seq;     /* micro-batch and sequence length: tokens = batch * seq */
     uint32_t dtype_bytes;    /* activations and weights: 2 (bf16) or 4 (f32) */
     uint32_t moe_experts, moe_topk;  /* 0 = dense MLP; else E experts, K routed per token */
-    int      flash;          /* 1: flash attention (no s^2 tensors); 0: eager softmax(QK^T)V */
+    int      flash;          /* 1: flash attention (no s^2 tensors); 0: naive softmax(QK^T)V */
+    uint32_t loss;           /* ssi_workload_loss */
+    uint32_t loss_chunk;     /* tokens per chunk of the chunked loss (clamped to batch * seq) */
     double   device_flops;   /* effective FLOP/s and bytes/s for the per-op time estimate */
     double   device_bw;
 } ssi_workload_config;
 
-/* Defaults: no model dims (set a preset or explicit dims), batch 1, seq 2048, bf16, dense, flash,
- * 400 TFLOP/s and 3 TB/s effective (an H200-class device at a realistic fraction of peak). */
+/* Defaults: no model dims (set a preset or explicit dims), batch 1, seq 2048, bf16, dense, flash
+ * attention, chunked loss of 1024 tokens (the reference trainer's defaults), 400 TFLOP/s and
+ * 3 TB/s effective (an H200-class device at a realistic fraction of peak). */
 void ssi_workload_default(ssi_workload_config *c);
 
 /* A model preset: dims and where they come from. */
@@ -50,11 +64,11 @@ typedef struct ssi_workload_preset_info {
 /* Preset i (0-based), or NULL past the last. */
 const ssi_workload_preset_info *ssi_workload_preset_at(size_t i);
 /* Sets c's model fields (name, arch, dims, tied, max_pos) from the named preset; the run fields
- * (batch, seq, dtype, moe, flash, device) are left as they are. SS_ERR_NOT_FOUND if unknown. */
+ * (batch, seq, dtype, moe, flash, loss, device) are left as they are. SS_ERR_NOT_FOUND if unknown. */
 ss_status ssi_workload_preset(ssi_workload_config *c, const char *name);
 
-/* Checks every field (dims divisible, within bounds, dtype 2 or 4, 1 <= K <= E); SS_ERR_INVALID
- * with a message naming the field and its bounds. */
+/* Checks every field (dims divisible, within bounds, dtype 2 or 4, 1 <= K <= E, loss mode and
+ * chunk); SS_ERR_INVALID with a message naming the field and its bounds. */
 ss_status ssi_workload_validate(const ssi_workload_config *c, char *err, size_t err_len);
 
 /* Parameter counts of a configuration. */
@@ -71,12 +85,16 @@ void ssi_workload_count_params(const ssi_workload_config *c, ssi_workload_params
 /* Categories of the generated tensors, for tests and `trace stats`. Per layer per token, in
  * bytes with d = dtype bytes: NORM 4hd (2 norm inputs + 2 norm outputs), QO 2hd (Q after RoPE,
  * attention output), KV 2*h_kv*d, MLP 4id (gate, up, silu(gate), product; GELU MLP: 2id;
- * MoE: K times that), ATTN_STATS 4a (flash log-sum-exp, f32), SCORES a*s*d (eager softmax
+ * MoE: K times that), ATTN_STATS 4a (flash log-sum-exp, f32), SCORES a*s*d (naive softmax
  * output), MOE 4E + 12K + 2Khd (router probabilities, top-k weights and indices, dispatched
- * inputs, expert outputs). */
+ * inputs, expert outputs). Outside the layers, per token: LOSS 4 (chunked: the f32 log-sum-exp)
+ * or 4V (full: the f32 probabilities); OTHER: token ids and targets (8 + 8), the final norm's
+ * input (the last layer's output) and output (hd each). The info's layer of a tensor is the layer
+ * whose norm reads it, so layer 0 holds the embedding's output and the last layer's output is in
+ * no layer. */
 typedef enum ssi_workload_cat {
     SSI_WL_NORM = 0, SSI_WL_QO, SSI_WL_KV, SSI_WL_MLP, SSI_WL_ATTN_STATS, SSI_WL_SCORES,
-    SSI_WL_MOE, SSI_WL_LOGITS, SSI_WL_OTHER, SSI_WL_TEMP, SSI_WL_CAT_COUNT
+    SSI_WL_MOE, SSI_WL_LOSS, SSI_WL_OTHER, SSI_WL_TEMP, SSI_WL_CAT_COUNT
 } ssi_workload_cat;
 const char *ssi_workload_cat_name(uint32_t cat);
 

@@ -27,14 +27,23 @@ static void model(ssi_workload_config *c, const char *name, uint32_t batch, uint
     c->seq = seq;
 }
 
-/* Bytes per token of the no-saving peak (at cross_entropy / cross_entropy_bwd) for a dense llama
- * in bf16 with flash attention: every layer's saved activations s*b*(12h + 4h_kv + 8i) + the
- * f32 log-sum-exp 4a, the last layer's output and the final norm's output (2h each), tokens and
- * targets (8 each), and the logits terms: f32 probabilities 4V plus the bf16 logits or their
- * gradient 2V. */
+/* Bytes per token of the no-saving peak for a dense llama in bf16 with flash attention: every
+ * layer's saved activations s*b*(12h + 4h_kv + 8i) + the f32 log-sum-exp 4a, the last layer's
+ * output and the final norm's output (2h each), tokens and targets (8 each), and the loss:
+ *  - chunked (the default; peak during chunked_xent_bwd): the f32 log-sum-exp 4 and the hidden
+ *    gradient 2h, plus a fixed 2 x chunk x V x 2 bytes of one chunk's logits and their gradient
+ *    (fixed_formula);
+ *  - full (peak at cross_entropy / cross_entropy_bwd): f32 probabilities 4V plus the bf16 logits
+ *    or their gradient 2V. */
 static double per_token_formula(const ssi_workload_config *c) {
     double h = c->hidden, hkv = (double)c->hidden / c->heads * c->kv_heads, i = c->ffn, a = c->heads;
-    return c->layers * (12 * h + 4 * hkv + 8 * i + 4 * a) + 4 * h + 16 + 6.0 * c->vocab;
+    double layers = c->layers * (12 * h + 4 * hkv + 8 * i + 4 * a) + 4 * h + 16;
+    return layers + (c->loss == SSI_WORKLOAD_LOSS_FULL ? 6.0 * c->vocab : 4 + 2 * h);
+}
+
+/* Bytes of the no-saving peak that do not grow with the tokens (at least loss_chunk of them). */
+static double fixed_formula(const ssi_workload_config *c) {
+    return c->loss == SSI_WORKLOAD_LOSS_FULL ? 0 : 2.0 * c->loss_chunk * c->vocab * 2;
 }
 
 static double static_formula(const ssi_workload_config *c) {
@@ -146,12 +155,12 @@ static void t_recompute_profile_memory(void) {
     }
     CHECK_EQ_U64(q->nops, p->nops + fwd_layer_ops);
     CHECK_OK(ssi_profile_check(q, err, sizeof err));
-    /* at the end of the forward (cross_entropy) the layers hold only their inputs: L * T * 2h */
+    /* at the end of the forward (the loss, chunked_xent) the layers hold only their inputs: L * T * 2h */
     uint32_t ce = SS_NONE, ce0 = SS_NONE;
     for (uint32_t i = 0; i < q->nops; i++)
-        if (!strcmp(q->names[q->ops[i].name], "cross_entropy")) ce = i;
+        if (!strcmp(q->names[q->ops[i].name], "chunked_xent")) ce = i;
     for (uint32_t i = 0; i < p->nops; i++)
-        if (!strcmp(p->names[p->ops[i].name], "cross_entropy")) ce0 = i;
+        if (!strcmp(p->names[p->ops[i].name], "chunked_xent")) ce0 = i;
     CHECK(ce != SS_NONE && ce0 != SS_NONE);
     double T = (double)c.batch * c.seq, h = c.hidden;
     double act_q = (double)(q->ops[ce].mem_after - q->base_bytes);
@@ -231,7 +240,7 @@ static void t_sweep_seq_formula(void) {
     CHECK_OK(ssi_strategy_sweep(&c, &env, SSI_SWEEP_SEQ, mask, 0, 0, &s, err, sizeof err));
     CHECK(!s.best[SSI_STRAT_SMARTSWAP].found);
     check_sweep_consistency(&s, &env);
-    double want = ((double)env.budget_bytes - static_formula(&c)) / per_token_formula(&c);
+    double want = ((double)env.budget_bytes - static_formula(&c) - fixed_formula(&c)) / per_token_formula(&c);
     double got = s.best[SSI_STRAT_NONE].value;
     CHECK_MSG(fabs(got - want) <= 0.02 * want, "no saving: seq %.0f, formula %.1f (%.2f %%)", got, want,
               100 * (got - want) / want);
@@ -256,9 +265,21 @@ static void t_sweep_batch_formula_and_min_speed(void) {
     char err[256] = "";
     CHECK_OK(ssi_strategy_sweep(&c, &env, SSI_SWEEP_BATCH, SSI_STRAT_ALL, 0, 6, &s, err, sizeof err));
     check_sweep_consistency(&s, &env);
-    double want = ((double)env.budget_bytes - static_formula(&c)) / per_token_formula(&c) / c.seq;
+    double want = ((double)env.budget_bytes - static_formula(&c) - fixed_formula(&c)) / per_token_formula(&c) / c.seq;
     double got = s.best[SSI_STRAT_NONE].value;
     CHECK_MSG(fabs(got - floor(want)) <= 0.02 * want, "no saving: batch %.0f, formula %.2f", got, want);
+    {
+        /* --loss full: the formula's 6V per token; the [b,s,V] terms cost a third of the batch */
+        ssi_workload_config cf = c;
+        cf.loss = SSI_WORKLOAD_LOSS_FULL;
+        ssi_sweep_result sf;
+        CHECK_OK(ssi_strategy_sweep(&cf, &env, SSI_SWEEP_BATCH, 1u << SSI_STRAT_NONE, 0, 0, &sf, err, sizeof err));
+        double wf = ((double)env.budget_bytes - static_formula(&cf)) / per_token_formula(&cf) / cf.seq;
+        double gf = sf.best[SSI_STRAT_NONE].value;
+        CHECK_MSG(fabs(gf - floor(wf)) <= 0.02 * wf, "no saving, full loss: batch %.0f, formula %.2f", gf, wf);
+        CHECK_MSG(gf < 0.8 * got, "full loss: batch %.0f, chunked %.0f", gf, got);
+        ssi_sweep_result_free(&sf);
+    }
     /* the curve: values ascending, no saving's tokens/s only where it fits */
     CHECK(s.npoints >= 2 && s.npoints <= 6);
     for (uint32_t i = 0; i < s.npoints; i++) {

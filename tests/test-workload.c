@@ -2,7 +2,8 @@
  * research/trainer-workload.md section 5: saved bytes per layer per token, category by category
  * (norm inputs and outputs 8h, Q and attention output 4h, K and V 4h_kv, MLP 8i, in bf16 with flash
  * attention), the a*s^2 score tensors without flash, GQA and MoE; FLOPs against
- * 6 * params * tokens + attention; parameter counts of the presets; the memory model.
+ * 6 * params * tokens + attention; parameter counts of the presets; the memory model; the
+ * chunked loss (the default) against --loss full.
  */
 #include "test.h"
 #include "workload.h"
@@ -199,7 +200,9 @@ static void check_flops(const ssi_workload_config *c, double attn_per_layer_coef
     ssi_profile_stats_get(p, &s);
     double T = (double)c->batch * c->seq;
     double attn = attn_per_layer_coef * c->layers * c->batch * (double)c->seq * c->seq * c->hidden;
-    double want = 6 * in.params.matmul * T + attn;
+    /* the chunked loss computes the logits twice (forward, and again in its backward) */
+    double relogits = c->loss == SSI_WORKLOAD_LOSS_CHUNKED ? 2 * T * c->hidden * (double)c->vocab : 0;
+    double want = 6 * in.params.matmul * T + attn + relogits;
     CHECK_MSG(fabs(s.flops / want - 1) < 0.01, "%s: %.4g FLOPs vs 6*P*T + attention = %.4g (%.2f%%)",
               c->model, s.flops, want, 100 * (s.flops / want - 1));
     CHECK_MSG(fabs(in.attn_flops / attn - 1) < 1e-12, "%s: attention %.6g vs %.6g", c->model, in.attn_flops, attn);
@@ -223,20 +226,30 @@ static void t_flops(void) {
     c = preset("llama-3-8b", 2, 1024);
     c.moe_experts = 8; c.moe_topk = 2;
     check_flops(&c, 7);
+    c.loss = SSI_WORKLOAD_LOSS_FULL;
+    check_flops(&c, 7);
+    c = preset("gpt2-124m", 8, 1024);
+    c.loss = SSI_WORKLOAD_LOSS_FULL;
+    check_flops(&c, 7);
     /* and against 6 * all params * tokens for a tied model, where every parameter but the
-     * position-free embedding lookup is a matmul weight: within 1% + attention */
-    c = preset("llama-3.2-1b", 8, 1024);
-    ssi_workload_info in;
-    memset(&in, 0, sizeof in);
-    ss_profile *p = gen(&c, &in);
-    if (p) {
-        ssi_profile_stats s;
-        ssi_profile_stats_get(p, &s);
-        double T = 8192, want = 6 * in.params.total * T + 7.0 * 16 * 8 * 1024.0 * 1024 * 2048;
-        CHECK_MSG(fabs(s.flops / want - 1) < 0.01, "%.4g vs %.4g", s.flops, want);
+     * position-free embedding lookup is a matmul weight: within 1% + attention (+ the chunked
+     * loss's second pass over the logits, 2ThV) */
+    for (int full = 0; full < 2; full++) {
+        c = preset("llama-3.2-1b", 8, 1024);
+        c.loss = full ? SSI_WORKLOAD_LOSS_FULL : SSI_WORKLOAD_LOSS_CHUNKED;
+        ssi_workload_info in;
+        memset(&in, 0, sizeof in);
+        ss_profile *p = gen(&c, &in);
+        if (p) {
+            ssi_profile_stats s;
+            ssi_profile_stats_get(p, &s);
+            double T = 8192, want = 6 * in.params.total * T + 7.0 * 16 * 8 * 1024.0 * 1024 * 2048 +
+                                    (full ? 0 : 2 * T * 2048 * 128256.0);
+            CHECK_MSG(fabs(s.flops / want - 1) < 0.01, "%s loss: %.4g vs %.4g", full ? "full" : "chunked", s.flops, want);
+        }
+        ssi_workload_info_free(&in);
+        ssi_profile_free(p);
     }
-    ssi_workload_info_free(&in);
-    ssi_profile_free(p);
 }
 
 /* Shapes, bytes, phases, releases and mem_after recomputed independently on a small config. */
@@ -245,10 +258,12 @@ static void t_invariants(void) {
     ssi_workload_default(&c);
     c.layers = 3; c.hidden = 256; c.heads = 4; c.kv_heads = 2; c.ffn = 640; c.vocab = 512;
     c.batch = 2; c.seq = 32;
-    for (int mode = 0; mode < 3; mode++) {
-        c.flash = mode != 1;
-        c.moe_experts = mode == 2 ? 4 : 0;
-        c.moe_topk = mode == 2 ? 2 : 0;
+    for (int mode = 0; mode < 6; mode++) {
+        c.flash = mode % 3 != 1;
+        c.moe_experts = mode % 3 == 2 ? 4 : 0;
+        c.moe_topk = mode % 3 == 2 ? 2 : 0;
+        c.loss = mode < 3 ? SSI_WORKLOAD_LOSS_CHUNKED : SSI_WORKLOAD_LOSS_FULL;
+        c.loss_chunk = 24;   /* 64 tokens: the last chunk is partial */
         ssi_workload_info in;
         memset(&in, 0, sizeof in);
         ss_profile *p = gen(&c, &in);
@@ -281,11 +296,11 @@ static void t_invariants(void) {
         CHECK_EQ_INT(bad_release, 0);
         CHECK_EQ_INT(bad_mem, 0);
         CHECK_EQ_INT(bad_phase, 0);
-        /* after cross_entropy (the last forward op) exactly the saved tensors are alive */
+        /* after the loss (the last forward op) exactly the saved tensors are alive */
         ssi_profile_stats s;
         ssi_profile_stats_get(p, &s);
         uint32_t last_fwd = s.ops_phase[SS_PHASE_FWD] - 1;
-        CHECK(!strcmp(p->names[p->ops[last_fwd].name], "cross_entropy"));
+        CHECK(!strcmp(p->names[p->ops[last_fwd].name], mode < 3 ? "chunked_xent" : "cross_entropy"));
         CHECK_EQ_U64(p->ops[last_fwd].mem_after, p->base_bytes + s.saved_bytes);
         CHECK_EQ_U64(s.max_saved_alive_bytes, s.saved_bytes);
         CHECK(s.peak_activation_bytes >= s.saved_bytes);
@@ -324,6 +339,116 @@ static void t_deterministic(void) {
     ssi_profile_free(d);
 }
 
+/* index of the only op named `name`, SS_NONE when absent; *count = how many there are */
+static uint32_t find_op(const ss_profile *p, const char *name, uint32_t *count) {
+    uint32_t at = SS_NONE, n = 0;
+    for (uint32_t j = 0; j < p->nops; j++)
+        if (!strcmp(p->names[p->ops[j].name], name)) { at = j; n++; }
+    if (count) *count = n;
+    return at;
+}
+
+/* The chunked loss (the default): one forward and one backward operator whatever the tokens,
+ * saving the final norm output and an f32 log-sum-exp per token; one chunk's logits alive only
+ * inside the forward op, a chunk's logits and their gradient inside the backward op; FLOPs as
+ * documented. --loss full keeps the [b,s,V] logits and probabilities. */
+static void t_chunked_loss(void) {
+    ssi_workload_config c = preset("llama-3.2-1b", 2, 1024);
+    CHECK_EQ_INT(c.loss, SSI_WORKLOAD_LOSS_CHUNKED);
+    CHECK_EQ_U64(c.loss_chunk, 1024);
+    CHECK(c.flash);
+    ssi_workload_info in;
+    memset(&in, 0, sizeof in);
+    ss_profile *p = gen(&c, &in);
+    if (!p) return;
+    uint64_t T = 2048, h = 2048, V = 128256;
+    double Td = (double)T, hd = (double)h, Vd = (double)V;
+    uint32_t nf, nb, nl, nc;
+    uint32_t f = find_op(p, "chunked_xent", &nf), b = find_op(p, "chunked_xent_bwd", &nb);
+    find_op(p, "lm_head", &nl);
+    find_op(p, "cross_entropy", &nc);
+    CHECK(nf == 1 && nb == 1 && nl == 0 && nc == 0);
+    if (f == SS_NONE || b == SS_NONE) { ssi_workload_info_free(&in); ssi_profile_free(p); return; }
+    CHECK_EQ_INT(p->ops[f].phase, SS_PHASE_FWD);
+    CHECK_EQ_INT(p->ops[b].phase, SS_PHASE_BWD);
+    CHECK_EQ_U64(b, f + 1);                       /* the forward's last op, the backward's first */
+    CHECK_NEAR(p->ops[f].flops, 2 * Td * hd * Vd + 5 * Td * Vd, 1);
+    CHECK_NEAR(p->ops[b].flops, 6 * Td * hd * Vd + 4 * Td * Vd, 1);
+    /* what the two ops produce */
+    uint64_t loss_saved = 0, fwd_temp = 0, bwd_temp = 0;
+    int lse_ok = 0, nfwd_temp = 0, nbwd_temp = 0;
+    for (uint32_t t = 0; t < p->ntensors; t++) {
+        const ss_prof_tensor *x = &p->tensors[t];
+        if (in.cat[t] == SSI_WL_LOSS) {
+            loss_saved += x->bytes;
+            lse_ok = x->producer == f && x->dtype == SS_DTYPE_F32 && x->ndim == 2 && x->shape[0] == 2 &&
+                     x->shape[1] == 1024 && (x->flags & SS_TENSOR_SAVED) && x->release == b;
+        }
+        if (x->producer == f && !(x->flags & SS_TENSOR_SAVED)) {
+            nfwd_temp++;
+            fwd_temp += x->bytes;
+            CHECK_EQ_U64(x->release, f);           /* alive during the op only */
+            CHECK(x->ndim == 2 && x->shape[0] == 1024 && x->shape[1] == (int64_t)V);
+        }
+        if (x->producer == b && !(x->flags & SS_TENSOR_SAVED)) { nbwd_temp++; bwd_temp += x->bytes; }
+    }
+    CHECK(lse_ok);
+    CHECK_EQ_U64(loss_saved, 4 * T);
+    CHECK_EQ_INT(nfwd_temp, 1);
+    CHECK_EQ_U64(fwd_temp, 1024 * V * 2);
+    CHECK_EQ_INT(nbwd_temp, 3);                   /* d hf [b,s,h], a chunk's logits and their gradient */
+    CHECK_EQ_U64(bwd_temp, 2 * 1024 * V * 2 + T * h * 2);
+    /* saved outside the layers: tokens, targets (8 each), last layer output, final norm output (2h each), lse */
+    uint64_t outside = 0;
+    for (uint32_t t = 0; t < p->ntensors; t++)
+        if (in.layer[t] < 0 && (p->tensors[t].flags & SS_TENSOR_SAVED)) outside += p->tensors[t].bytes;
+    CHECK_EQ_U64(outside, T * (16 + 4 * h + 4));
+    ssi_profile_stats s;
+    ssi_profile_stats_get(p, &s);
+    /* the same structure for any batch x seq, and for a chunk larger than the tokens */
+    ssi_workload_config c2 = preset("llama-3.2-1b", 1, 100);
+    c2.loss_chunk = 4096;
+    ss_profile *q = gen(&c2, NULL);
+    if (q) {
+        CHECK_EQ_U64(q->nops, p->nops);
+        CHECK_EQ_U64(q->seq_hash, p->seq_hash);
+        uint32_t qf = find_op(q, "chunked_xent", NULL);
+        for (uint32_t t = 0; t < q->ntensors; t++)
+            if (qf != SS_NONE && q->tensors[t].producer == qf && !(q->tensors[t].flags & SS_TENSOR_SAVED))
+                CHECK_EQ_U64(q->tensors[t].shape[0], 100);   /* min(chunk, tokens) */
+        CHECK(strstr(q->desc, "flash loss=chunked:4096") != NULL);
+    }
+    ssi_profile_free(q);
+    /* --loss full: the [b,s,V] logits temporary, f32 probabilities saved, two ops each way */
+    c.loss = SSI_WORKLOAD_LOSS_FULL;
+    ssi_workload_info inf;
+    memset(&inf, 0, sizeof inf);
+    ss_profile *r = gen(&c, &inf);
+    if (r) {
+        uint32_t n1, n2, n3, n4;
+        find_op(r, "lm_head", &n1); find_op(r, "cross_entropy", &n2);
+        find_op(r, "cross_entropy_bwd", &n3); find_op(r, "lm_head_bwd", &n4);
+        CHECK(n1 == 1 && n2 == 1 && n3 == 1 && n4 == 1);
+        find_op(r, "chunked_xent", &n1);
+        CHECK_EQ_INT(n1, 0);
+        uint64_t probs = 0;
+        for (uint32_t t = 0; t < r->ntensors; t++) if (inf.cat[t] == SSI_WL_LOSS) probs += r->tensors[t].bytes;
+        CHECK_EQ_U64(probs, 4 * T * V);
+        CHECK_EQ_U64(r->nops, p->nops + 2);
+        CHECK(strstr(r->desc, "flash loss=full") != NULL);
+        ssi_profile_stats sf;
+        ssi_profile_stats_get(r, &sf);
+        /* the loss no longer dominates: the full model's demand is above the chunked one's by
+         * the probabilities minus the lse at least */
+        CHECK(sf.peak_activation_bytes >= s.peak_activation_bytes + 4 * T * V - 4 * T);
+        CHECK_EQ_U64(sf.saved_bytes - s.saved_bytes, 4 * T * V - 4 * T);
+    }
+    ssi_workload_info_free(&inf);
+    ssi_profile_free(r);
+    ssi_workload_info_free(&in);
+    ssi_profile_free(p);
+}
+
 static void t_bad_config(void) {
     char err[256];
     ss_profile *p = NULL;
@@ -354,6 +479,18 @@ static void t_bad_config(void) {
     c.layers = 1;
     CHECK_STATUS(ssi_workload_generate(&c, &p, NULL, err, sizeof err), SS_ERR_INVALID);
     CHECK_MSG(strstr(err, "too large"), "%s", err);
+    c = preset("llama-2-7b", 1, 64);
+    c.loss = 2;
+    CHECK_STATUS(ssi_workload_generate(&c, &p, NULL, err, sizeof err), SS_ERR_INVALID);
+    CHECK_MSG(strstr(err, "chunked or full"), "%s", err);
+    c = preset("llama-2-7b", 1, 64);
+    c.loss_chunk = 0;
+    CHECK_STATUS(ssi_workload_generate(&c, &p, NULL, err, sizeof err), SS_ERR_INVALID);
+    CHECK_MSG(strstr(err, "loss-chunk"), "%s", err);
+    c.loss = SSI_WORKLOAD_LOSS_FULL;   /* the chunk does not matter with the full loss */
+    CHECK_OK(ssi_workload_generate(&c, &p, NULL, err, sizeof err));
+    ssi_profile_free(p);
+    p = NULL;
     CHECK(p == NULL);
 }
 
@@ -367,6 +504,7 @@ int main(void) {
     RUN(t_flops);
     RUN(t_invariants);
     RUN(t_deterministic);
+    RUN(t_chunked_loss);
     RUN(t_bad_config);
     return test_summary();
 }

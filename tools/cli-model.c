@@ -1,5 +1,6 @@
 /* cli-model.c: the model and workload flags that `smartswap trace gen` and `smartswap simulate`
- * share (--model or explicit dimensions, batch, sequence, dtype, MoE, flash), parsed once.
+ * share (--model or explicit dimensions, batch, sequence, dtype, MoE, attention, loss), parsed
+ * once. The defaults are the reference trainer's: flash attention, chunked loss of 1024 tokens.
  */
 #include "cli.h"
 #include "workload.h"
@@ -25,7 +26,7 @@ const char *cli_model_presets(char *buf, size_t n) {
 int cli_model_flag(const char *C, int argc, char **argv, int *i, cli_model *m, ssi_workload_config *c) {
     const char *a = argv[*i], *v;
     int r;
-    if (!strcmp(a, "--no-flash")) { c->flash = 0; (*i)++; return 1; }
+    if (!strcmp(a, "--no-flash")) { c->flash = 0; (*i)++; return 1; }   /* = --attention naive */
 #define FLAG(name) ((r = cli_flag(argc, argv, i, name, &v)) < 0 ? -1 : r)
 #define U32(name, lo, hi, dst) \
     if ((r = FLAG(name)) < 0) return -1; else if (r) return flag_u32(C, name, v, lo, hi, dst) ? -1 : 1
@@ -53,6 +54,25 @@ int cli_model_flag(const char *C, int argc, char **argv, int *i, cli_model *m, s
         c->dtype_bytes = (uint32_t)(v[0] - '0');
         return 1;
     }
+    if ((r = FLAG("attention")) < 0) return -1; else if (r) {
+        if (!strcmp(v, "flash")) c->flash = 1;
+        else if (!strcmp(v, "naive")) c->flash = 0;
+        else {
+            cli_error(C, "--attention is flash (the default) or naive", "--attention: unknown attention '%s'", v);
+            return -1;
+        }
+        return 1;
+    }
+    if ((r = FLAG("loss")) < 0) return -1; else if (r) {
+        if (!strcmp(v, "chunked")) c->loss = SSI_WORKLOAD_LOSS_CHUNKED;
+        else if (!strcmp(v, "full")) c->loss = SSI_WORKLOAD_LOSS_FULL;
+        else {
+            cli_error(C, "--loss is chunked (the default) or full", "--loss: unknown loss '%s'", v);
+            return -1;
+        }
+        return 1;
+    }
+    U32("loss-chunk", 1, SSI_WORKLOAD_LOSS_CHUNK_MAX, &c->loss_chunk);
     if ((r = FLAG("moe")) < 0) return -1; else if (r) {
         unsigned e = 0, k = 0;
         char extra;

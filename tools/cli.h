@@ -48,8 +48,9 @@ typedef struct cli_model {
     uint32_t layers, hidden, heads, kv, ffn, vocab;   /* explicit dimensions; 0 = not given */
 } cli_model;
 /* Consumes the model or workload flag at argv[*i] (--model --arch --layers --hidden --heads
- * --kv-heads --ffn --vocab --batch --seq --dtype-bytes --moe --no-flash) into m and c. Returns 1
- * when consumed (i advanced), 0 when argv[*i] is none of them, -1 after printing an error. */
+ * --kv-heads --ffn --vocab --batch --seq --dtype-bytes --moe --attention flash|naive, --no-flash
+ * (= --attention naive), --loss chunked|full, --loss-chunk TOKENS) into m and c. Returns 1 when
+ * consumed (i advanced), 0 when argv[*i] is none of them, -1 after printing an error. */
 int cli_model_flag(const char *cmd, int argc, char **argv, int *i, cli_model *m,
                    struct ssi_workload_config *c);
 /* Sets c's model from m: the preset, else all explicit dimensions, then explicit dimensions

@@ -269,7 +269,14 @@ int cmd_plan(int argc, char **argv) {
         }
     }
     if (rc == 0 && plot_path) rc = plot(plot_path, p, pl, &c);
-    char b[8][32];
+    /* the smallest feasible budget as state + x times the activations (the profile's peak demand
+     * above its base): how much of the activations must stay on the device at the least */
+    ssi_profile_stats ps;
+    ssi_profile_stats_get(p, &ps);
+    double min_frac = ps.peak_activation_bytes && rep.min_budget_bytes
+                          ? ((double)rep.min_budget_bytes - (double)ps.base_bytes) / (double)ps.peak_activation_bytes
+                          : 0;
+    char b[10][32];
     if (json) {
         printf("{\"profile\":");
         json_str(stdout, profile);
@@ -280,10 +287,12 @@ int cmd_plan(int argc, char **argv) {
                ",\"budget_bytes\":%" PRIu64 ",\"swapped_bytes\":%" PRIu64 ",\"swapped_tensors\":%u"
                ",\"host_bytes\":%" PRIu64 ",\"stall_seconds\":%.9g,\"iter_seconds\":%.9g"
                ",\"iter_seconds_before\":%.9g,\"feasible\":%s,\"min_feasible_budget_bytes\":%" PRIu64
-               ",\"plan\":",
+               ",\"state_bytes\":%" PRIu64 ",\"activation_bytes\":%" PRIu64
+               ",\"min_feasible_activation_fraction\":%.6g,\"plan\":",
                c.d2h_bps / 1e9, c.h2d_bps / 1e9, c.host_mem_bytes, rep.nlayers, rep.peak_before,
                rep.peak_after, budget, rep.swapped_bytes, rep.selected, rep.host_bytes, rep.stall_s,
-               rep.iter_s, rep.iter_s_before, rep.feasible ? "true" : "false", rep.min_budget_bytes);
+               rep.iter_s, rep.iter_s_before, rep.feasible ? "true" : "false", rep.min_budget_bytes,
+               ps.base_bytes, ps.peak_activation_bytes, min_frac);
         if (pl->feasible && rc == 0) json_str(stdout, out); else printf("null");
         printf("}\n");
     } else {
@@ -299,7 +308,11 @@ int cmd_plan(int argc, char **argv) {
                c.host_mem_bytes ? ss_format_size(c.host_mem_bytes, b[5], 32) : "none");
         printf("  iteration        %.6g s predicted (%.6g s without swaps), stall %.6g s (%.2f %%)\n",
                rep.iter_s, rep.iter_s_before, rep.stall_s, rep.iter_s > 0 ? 100 * rep.stall_s / rep.iter_s : 0);
-        printf("  smallest budget  %s\n", ss_format_size(rep.min_budget_bytes, b[6], 32));
+        printf("  smallest budget  %s", ss_format_size(rep.min_budget_bytes, b[6], 32));
+        if (ps.peak_activation_bytes && rep.min_budget_bytes)
+            printf(" = state %s + %.3f x the activations %s", ss_format_size(ps.base_bytes, b[8], 32), min_frac,
+                   ss_format_size(ps.peak_activation_bytes, b[9], 32));
+        printf("\n");
         if (pl->feasible && rc == 0) printf("  plan written to  %s\n", out);
         if (plot_path && rc == 0) printf("  plot written to  %s\n", plot_path);
     }

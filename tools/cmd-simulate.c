@@ -40,7 +40,11 @@ static void usage(FILE *f) {
             "  --arch llama|gpt2   with explicit dims                         (default: llama)\n"
             "  --dtype-bytes 2|4   bf16 or f32                                (default: 2)\n"
             "  --moe E:K           mixture of experts                        (default: dense)\n"
-            "  --no-flash          eager attention (saves the a*s^2 scores)  (default: flash)\n"
+            "  --attention A       flash or naive (saves the a*s^2 scores)   (default: flash)\n"
+            "  --no-flash          the same as --attention naive\n"
+            "  --loss L            chunked (fused LM head + cross-entropy, one chunk of tokens at a\n"
+            "                      time) or full (the [b,s,V] logits)        (default: chunked)\n"
+            "  --loss-chunk N      tokens per chunk, ignored with --loss full (default: %u)\n"
             "run:\n"
             "  --batch B           micro-batch                                (default: 1)\n"
             "  --seq S             sequence length                            (default: 2048)\n"
@@ -62,7 +66,8 @@ static void usage(FILE *f) {
             "examples:\n"
             "  smartswap simulate --model llama-2-7b --device h200 --batch 4 --seq 4096\n"
             "  smartswap simulate --model llama-2-7b --device h200 --sweep seq --json\n"
-            "  smartswap simulate --model llama-3.2-1b --sweep batch --seq 2048 --plot batch.png\n");
+            "  smartswap simulate --model llama-3.2-1b --sweep batch --seq 2048 --plot batch.png\n",
+            SSI_WORKLOAD_LOSS_CHUNK_DEFAULT);
 }
 
 static int flag_u32(const char *flag, const char *v, long lo, long hi, uint32_t *out) {
@@ -79,9 +84,12 @@ static double gib(uint64_t b) { return (double)b / GIB; }
 static void print_header(const ssi_workload_config *c, const ssi_device_preset *d, const ssi_strategy_env *env) {
     ssi_workload_params P;
     ssi_workload_count_params(c, &P);
-    printf("model   %s: L=%u h=%u a=%u kv=%u i=%u V=%u%s, %.2fB params, %s %s\n", c->model, c->layers, c->hidden,
-           c->heads, c->kv_heads, c->ffn, c->vocab, c->moe_experts ? " (MoE)" : "", P.total / 1e9,
-           c->dtype_bytes == 2 ? "bf16" : "f32", c->flash ? "flash attention" : "eager attention");
+    char loss[48];
+    if (c->loss == SSI_WORKLOAD_LOSS_FULL) snprintf(loss, sizeof loss, "full loss");
+    else snprintf(loss, sizeof loss, "chunked loss (%u tokens)", c->loss_chunk);
+    printf("model   %s: L=%u h=%u a=%u kv=%u i=%u V=%u%s, %.2fB params, %s, %s attention, %s\n", c->model,
+           c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab, c->moe_experts ? " (MoE)" : "",
+           P.total / 1e9, c->dtype_bytes == 2 ? "bf16" : "f32", c->flash ? "flash" : "naive", loss);
     printf("device  %s: %.2f GiB, %.1f TFLOP/s effective (%.0f%% of %.0f), HBM %.2f TB/s effective, "
            "link %.0f/%.0f GB/s\n", d->name, gib(env->device_bytes), env->flops_per_s / 1e12,
            SS_PRESET_MFU * 100, d->bf16_flops / 1e12, env->mem_bps / 1e12, env->d2h_bps / 1e9, env->h2d_bps / 1e9);
@@ -172,6 +180,10 @@ static cJSON *json_head(const ssi_workload_config *c, const ssi_device_preset *d
     cJSON_AddNumberToObject(m, "vocab", c->vocab);
     cJSON_AddNumberToObject(m, "dtype_bytes", c->dtype_bytes);
     cJSON_AddBoolToObject(m, "flash", c->flash);
+    cJSON_AddStringToObject(m, "attention", c->flash ? "flash" : "naive");
+    cJSON_AddStringToObject(m, "loss", c->loss == SSI_WORKLOAD_LOSS_FULL ? "full" : "chunked");
+    if (c->loss == SSI_WORKLOAD_LOSS_FULL) cJSON_AddNullToObject(m, "loss_chunk");
+    else cJSON_AddNumberToObject(m, "loss_chunk", c->loss_chunk);
     cJSON *dv = cJSON_AddObjectToObject(o, "device");
     cJSON_AddStringToObject(dv, "name", d->name);
     cJSON_AddNumberToObject(dv, "memory_bytes", (double)env->device_bytes);

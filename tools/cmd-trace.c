@@ -37,12 +37,19 @@ static void usage_gen(FILE *f) {
             "  --seq N            sequence length s                                 (default: %u)\n"
             "  --dtype-bytes N    2 (bf16) or 4 (f32) activations and weights       (default: %u)\n"
             "  --moe E:K          mixture of experts: E experts, top-K routing      (default: dense MLP)\n"
-            "  --no-flash         eager attention: the a*s^2 softmax output is saved (default: flash attention)\n"
+            "  --attention A      flash: saves the output and an f32 log-sum-exp per row and head;\n"
+            "                     naive: softmax(QK^T) [b,a,s,s] is saved         (default: flash)\n"
+            "  --no-flash         the same as --attention naive\n"
+            "  --loss L           chunked: a fused LM head + cross-entropy, one chunk of tokens at a\n"
+            "                     time, saving the final norm output and an f32 log-sum-exp per token;\n"
+            "                     full: the [b,s,V] logits and f32 probabilities    (default: chunked)\n"
+            "  --loss-chunk N     tokens per chunk of the chunked loss (ignored with --loss full)\n"
+            "                                                                      (default: %u)\n"
             "  --tflops X         effective TFLOP/s for the per-op time estimate    (default: %g)\n"
             "  --mem-bw X         effective memory bandwidth, GB/s, for the same    (default: %g)\n"
             "  -o, --output FILE  where to write the profile (atomically)           (required)\n\n"
             "example: smartswap trace gen --model llama-3.2-1b --batch 4 --seq 2048 -o llama1b.jsonl\n",
-            d.batch, d.seq, d.dtype_bytes, d.device_flops / 1e12, d.device_bw / 1e9);
+            d.batch, d.seq, d.dtype_bytes, d.loss_chunk, d.device_flops / 1e12, d.device_bw / 1e9);
 }
 
 static void usage(FILE *f) {
