@@ -34,6 +34,13 @@ ss_status ss_torch_open(const char *device, uint64_t compute, const char *option
 /* Frees the context, the executor, the streams and the device. NULL is fine. */
 void ss_torch_close(ss_torch_t *t);
 
+/* Keeps resident saved bytes within `budget` in iterations that run without a plan (the
+ * executor only moves what a plan schedules): after each save and load, the earliest saved
+ * resident tensors of at least options.min_swap bytes are copied out and handed out as
+ * SS_ACTION_DROP, and brought back at their load (counted as evictions and misses). 0: off
+ * (the default). Call it between iterations. Needs a device. */
+ss_status ss_torch_set_evict_budget(ss_torch_t *t, uint64_t budget);
+
 /* The context, for every other ss_ctx_* call (iteration bracket, intern, stage, reports). */
 ss_ctx_t *ss_torch_ctx(ss_torch_t *t);
 
@@ -58,6 +65,11 @@ ss_status ss_torch_load(ss_torch_t *t, const uint64_t *ah, void *const *ap, uint
 /* The pending actions only. Any thread. */
 ss_status ss_torch_poll(ss_torch_t *t, ss_action *acts, uint32_t max, uint32_t *n);
 
+/* The caller could not drop handle's device tensor at SS_ACTION_DROP (someone else still holds
+ * its storage: held = 1), or has dropped it now (held = 0). Keeps the resident tally that the
+ * eviction before the first plan uses true. Any thread. */
+ss_status ss_torch_held(ss_torch_t *t, uint64_t handle, int held);
+
 /* ss_ctx_release. Any thread. */
 ss_status ss_torch_release(ss_torch_t *t, uint64_t handle);
 
@@ -72,6 +84,7 @@ typedef struct ss_torch_stats {
     uint64_t plans_made, plans_cached, cache_hits, mid_switches, plan_errors;
     uint64_t saves, loads, releases, actions;
     uint64_t host_peak_bytes;
+    uint64_t resident_bytes;        /* saved bytes resident on the device now, as tallied here */
     double   stall_seconds;
     double   profile_overhead_seconds;  /* time inside smartswap during detailed recording */
 } ss_torch_stats;

@@ -3,8 +3,20 @@
  * bundles operator + save + action poll (and answers + load + poll) into single calls so that
  * one saved_tensors_hooks callback costs one or two ctypes calls. No decision is made here.
  *
+ * Before the first plan. The executor swaps only what a plan schedules, and SS_MEM_FRAMEWORK has
+ * no allocator whose failure would call its eviction fallback. So in an iteration that runs
+ * without a plan (WarmUp, the first GenPolicy, a plan with no entries), with an eviction budget
+ * set (ss_torch_set_evict_budget: the activation budget), this file keeps resident saved bytes
+ * within it the way the executor's fallback does: after each save, while the resident bytes
+ * exceed the budget, the resident swappable tensor whose next use is farthest (the earliest
+ * saved: backward uses them in reverse) is copied to host memory on its own stream, waited for,
+ * and handed to the caller as SS_ACTION_DROP; its load brings it back into a device buffer of
+ * its own (a counted miss), freed at release. Resident bytes are tallied from saves, releases
+ * and the actions that pass through ss_torch_poll.
+ *
  * Ownership: ss_torch_t owns the device, the wrapped streams and the context. Streams wrapped
- * for loads on other streams are cached (a few; torch's stream pool is small) under `mu`.
+ * for loads on other streams are cached (a few; torch's stream pool is small) under `mu`, which
+ * also guards the per-handle table.
  */
 #include "smartswap-torch.h"
 #include "api.h"
@@ -16,15 +28,37 @@
 #include <string.h>
 
 #define SST_MAX_STREAMS 64
+#define SST_MAX_OWN 256
+
+enum { T_RES = 0, T_GONE, T_HOST, T_IN, T_EXEC_IN };
+
+typedef struct tslot {
+    uint64_t    h;          /* full handle; 0: free slot */
+    uint64_t    bytes, seq;
+    void       *ptr;        /* the caller's pointer */
+    uint32_t    flags;
+    int         state;      /* T_* */
+    int         held;       /* dropped by the core, still held by the caller (ss_torch_held) */
+    void       *host, *dbuf;
+    ss_event_t *ev;
+} tslot;
 
 struct ss_torch {
     ss_device_t *dev;
-    ss_stream_t *compute;
+    ss_stream_t *compute, *d2h, *h2d;
     ss_ctx_t    *ctx;
     pthread_mutex_t mu;
     uint64_t     sh[SST_MAX_STREAMS];
     ss_stream_t *ss[SST_MAX_STREAMS];
     int          ns;
+    /* eviction before the first plan */
+    uint64_t     budget, min_swap, resident, seq, iter_seen;
+    int          unplanned;
+    tslot       *slots;
+    size_t       nslots;
+    ss_action    own[SST_MAX_OWN];   /* DROP actions of this file, handed out first */
+    uint32_t     nown;
+    uint64_t     evictions, evicted_bytes, misses, in_bytes;
 };
 
 /* ---- the last logged error, for the adapter's exceptions ------------------------------------ */
@@ -129,9 +163,16 @@ fail:
     return st;
 }
 
+static void slot_free_bufs(ss_torch_t *t, tslot *x);
+
 void ss_torch_close(ss_torch_t *t) {
     if (!t) return;
     ss_ctx_free(t->ctx);
+    for (size_t i = 0; i < t->nslots; i++)
+        if (t->slots[i].h) slot_free_bufs(t, &t->slots[i]);
+    free(t->slots);
+    if (t->d2h) ss_stream_free(t->dev, t->d2h);
+    if (t->h2d) ss_stream_free(t->dev, t->h2d);
     for (int i = 0; i < t->ns; i++) ss_stream_free(t->dev, t->ss[i]);
     if (t->compute) ss_stream_free(t->dev, t->compute);
     if (t->dev) ss_device_close(t->dev);
@@ -143,12 +184,135 @@ ss_ctx_t *ss_torch_ctx(ss_torch_t *t) {
     return t ? t->ctx : NULL;
 }
 
+/* ---- the per-handle table and the eviction before the first plan ---------------------------- */
+
+ss_status ss_torch_set_evict_budget(ss_torch_t *t, uint64_t budget) {
+    if (!t) return SS_ERR_INVALID;
+    if (budget && t->dev && (!t->d2h || !t->h2d)) {
+        ss_status st;
+        if (!t->d2h && (st = ss_stream_new(t->dev, &t->d2h))) return st;
+        if (!t->h2d && (st = ss_stream_new(t->dev, &t->h2d))) return st;
+    }
+    pthread_mutex_lock(&t->mu);
+    t->budget = budget;
+    t->min_swap = t->ctx->opts.min_swap_bytes;
+    pthread_mutex_unlock(&t->mu);
+    return SS_OK;
+}
+
+/* The slot of handle h (NULL: not ours); with create, a new one. Holds mu. */
+static tslot *slot_of(ss_torch_t *t, uint64_t h, int create) {
+    size_t i = (size_t)(h & 0xFFFFFFFFu);
+    if (!i) return NULL;
+    if (i > t->nslots) {
+        if (!create) return NULL;
+        size_t n = t->nslots ? t->nslots : 256;
+        while (n < i) n *= 2;
+        tslot *a = realloc(t->slots, n * sizeof *a);
+        if (!a) return NULL;
+        memset(a + t->nslots, 0, (n - t->nslots) * sizeof *a);
+        t->slots = a;
+        t->nslots = n;
+    }
+    tslot *x = &t->slots[i - 1];
+    if (create) { memset(x, 0, sizeof *x); x->h = h; return x; }
+    return x->h == h ? x : NULL;
+}
+
+static int counts(int state) { return state == T_RES || state == T_IN || state == T_EXEC_IN; }
+
+static void slot_free_bufs(ss_torch_t *t, tslot *x) {
+    if (x->ev) { ss_event_sync(t->dev, x->ev); ss_event_free(t->dev, x->ev); x->ev = NULL; }
+    if (x->dbuf) {
+        /* the consumer's work on it must be done before it goes back */
+        if (t->compute) ss_stream_sync(t->dev, t->compute);
+        ss_mem_free(t->dev, x->dbuf, (size_t)x->bytes);
+        x->dbuf = NULL;
+    }
+    if (x->host) { ss_host_free(t->dev, x->host, (size_t)x->bytes); x->host = NULL; }
+}
+
+/* Resident bytes above the budget in an unplanned iteration: evict the earliest saved resident
+ * swappable tensors (not `keep`). Holds mu. */
+static ss_status evict_over(ss_torch_t *t, uint64_t keep) {
+    while (t->budget && t->unplanned && t->resident > t->budget && t->nown < SST_MAX_OWN) {
+        tslot *best = NULL;
+        for (size_t i = 0; i < t->nslots; i++) {
+            tslot *x = &t->slots[i];
+            if (!x->h || x->h == keep || x->state != T_RES || (x->flags & SS_SAVE_NOSWAP) ||
+                x->bytes < t->min_swap)
+                continue;
+            if (!best || x->seq < best->seq) best = x;
+        }
+        if (!best) return SS_OK;   /* nothing movable left: the budget stays exceeded */
+        ss_status st;
+        ss_event_t *mark = NULL;
+        if ((st = ss_host_alloc(t->dev, (size_t)best->bytes, &best->host))) { best->host = NULL; return st; }
+        if ((st = ss_event_new(t->dev, &mark))) return st;
+        if (!best->ev && (st = ss_event_new(t->dev, &best->ev))) { ss_event_free(t->dev, mark); return st; }
+        if ((st = ss_event_record(t->dev, mark, t->compute)) || (st = ss_event_wait(t->dev, t->d2h, mark)) ||
+            (st = ss_copy_async(t->dev, t->d2h, best->host, best->ptr, (size_t)best->bytes, SS_COPY_D2H)) ||
+            (st = ss_event_record(t->dev, best->ev, t->d2h)) || (st = ss_event_sync(t->dev, best->ev))) {
+            ss_stream_sync(t->dev, t->d2h);
+            ss_event_free(t->dev, mark);
+            ss_host_free(t->dev, best->host, (size_t)best->bytes);
+            best->host = NULL;
+            return st;
+        }
+        ss_event_free(t->dev, mark);
+        best->state = T_HOST;
+        t->resident -= best->bytes;
+        t->evictions++;
+        t->evicted_bytes += best->bytes;
+        ss_action a = {SS_ACTION_DROP, 0, best->h, best->bytes};
+        t->own[t->nown++] = a;
+    }
+    return SS_OK;
+}
+
+/* Brings an evicted tensor back into a device buffer of its own, ordered before `s`. Holds mu. */
+static ss_status bring_back(ss_torch_t *t, tslot *x, ss_stream_t *s, void **ptr) {
+    ss_status st;
+    if (!x->dbuf && (st = ss_mem_alloc(t->dev, (size_t)x->bytes, &x->dbuf))) { x->dbuf = NULL; return st; }
+    if ((st = ss_copy_async(t->dev, t->h2d, x->dbuf, x->host, (size_t)x->bytes, SS_COPY_H2D)) ||
+        (st = ss_event_record(t->dev, x->ev, t->h2d)) ||
+        (st = ss_event_wait(t->dev, s ? s : t->compute, x->ev))) {
+        ss_stream_sync(t->dev, t->h2d);
+        return st;
+    }
+    x->state = T_IN;
+    t->resident += x->bytes;
+    t->misses++;
+    t->in_bytes += x->bytes;
+    *ptr = x->dbuf;
+    return SS_OK;
+}
+
 /* ---- the hook calls -------------------------------------------------------------------------- */
 
 ss_status ss_torch_poll(ss_torch_t *t, ss_action *acts, uint32_t max, uint32_t *n) {
     if (n) *n = 0;
     if (!t || !acts || !max || !n) return SS_OK;
-    return ss_ctx_actions(t->ctx, acts, max, n);
+    pthread_mutex_lock(&t->mu);
+    uint32_t k = 0;
+    while (k < max && k < t->nown) { acts[k] = t->own[k]; k++; }
+    if (k) { memmove(t->own, t->own + k, (t->nown - k) * sizeof *t->own); t->nown -= k; }
+    uint32_t m = 0;
+    ss_status st = k < max ? ss_ctx_actions(t->ctx, acts + k, max - k, &m) : SS_OK;
+    for (uint32_t i = k; i < k + m; i++) {
+        tslot *x = slot_of(t, acts[i].handle, 0);
+        if (!x) continue;
+        if (acts[i].kind == SS_ACTION_DROP && x->state == T_RES) {
+            x->state = T_GONE;
+            t->resident -= x->bytes;
+        } else if (acts[i].kind == SS_ACTION_ALLOC && x->state == T_GONE) {
+            x->state = T_EXEC_IN;
+            t->resident += x->bytes;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    *n = k + m;
+    return st;
 }
 
 ss_status ss_torch_op(ss_torch_t *t, uint32_t name_id, uint64_t site, ss_action *acts,
@@ -167,10 +331,30 @@ ss_status ss_torch_pack(ss_torch_t *t, uint32_t name_id, uint64_t site, void *pt
     if (!t || !handle) return SS_ERR_INVALID;
     ss_status st = ss_ctx_op(t->ctx, name_id, site);
     if (st) return st;
+    if (t->budget && t->iter_seen != t->ctx->iter + 1) {
+        /* the iteration's first save: after its first operator, where a plan switch happens */
+        const ss_plan *pl = ssi_stage_plan(t->ctx);
+        t->unplanned = !pl || !pl->nentries;
+        t->iter_seen = t->ctx->iter + 1;
+    }
     if ((st = ss_ctx_save(t->ctx, ptr, bytes, dtype, ndim, shape, flags, handle))) return st;
+    if (t->dev && !t->ctx->opts.disable) {
+        pthread_mutex_lock(&t->mu);
+        tslot *x = slot_of(t, *handle, 1);
+        if (x) {
+            x->bytes = bytes;
+            x->seq = ++t->seq;
+            x->ptr = ptr;
+            x->flags = flags;
+            x->state = T_RES;
+            t->resident += bytes;
+            st = evict_over(t, *handle);
+        }
+        pthread_mutex_unlock(&t->mu);
+        if (st) return st;
+    }
     return ss_torch_poll(t, acts, max, n);
 }
-
 /* The wrapped stream of a torch stream handle (0: the compute stream). */
 static ss_status stream_of(ss_torch_t *t, uint64_t h, ss_stream_t **out) {
     if (!h || !t->dev) { *out = NULL; return SS_OK; }
@@ -179,7 +363,7 @@ static ss_status stream_of(ss_torch_t *t, uint64_t h, ss_stream_t **out) {
         if (t->sh[i] == h) { *out = t->ss[i]; pthread_mutex_unlock(&t->mu); return SS_OK; }
     ss_status st = SS_OK;
     if (t->ns == SST_MAX_STREAMS) {
-        *out = NULL;   /* more streams than torch's pool: order on the compute stream, synced */
+        *out = NULL;   /* more streams than torch's pool: order on the compute stream */
     } else if ((st = ss_stream_wrap(t->dev, (void *)(uintptr_t)h, out)) == SS_OK) {
         t->sh[t->ns] = h;
         t->ss[t->ns++] = *out;
@@ -194,20 +378,71 @@ ss_status ss_torch_load(ss_torch_t *t, const uint64_t *ah, void *const *ap, uint
     if (n) *n = 0;
     if (!t) return SS_ERR_INVALID;
     ss_status st = SS_OK, s2;
-    for (uint32_t i = 0; i < na; i++)
+    for (uint32_t i = 0; i < na; i++) {
         if ((s2 = ss_ctx_action_done(t->ctx, ah[i], ap[i])) && !st) st = s2;
+        if (!ap[i]) {   /* refused: the executor's slow path will bring it in */
+            pthread_mutex_lock(&t->mu);
+            tslot *x = slot_of(t, ah[i], 0);
+            if (x && x->state == T_EXEC_IN) { x->state = T_GONE; t->resident -= x->bytes; }
+            pthread_mutex_unlock(&t->mu);
+        }
+    }
     if (handle) {
         ss_stream_t *s = NULL;
+        void *p = NULL;
         if ((s2 = stream_of(t, stream, &s))) return s2;
-        if ((s2 = ss_ctx_load(t->ctx, handle, s, ptr))) return s2;
+        if ((s2 = ss_ctx_load(t->ctx, handle, s, &p))) return s2;
+        pthread_mutex_lock(&t->mu);
+        tslot *x = slot_of(t, handle, 0);
+        if (x && x->state == T_HOST) {
+            if (p == x->ptr) {
+                s2 = bring_back(t, x, s, &p);
+            } else {   /* the executor brought it in itself: our host copy is not needed */
+                slot_free_bufs(t, x);
+                x->state = T_EXEC_IN;
+                t->resident += x->bytes;
+            }
+        } else if (x && x->state == T_IN) {
+            p = x->dbuf;
+        }
+        if (x && !s2) {   /* the loaded tensor may push others out */
+            uint64_t keep = x->h;
+            s2 = evict_over(t, keep);
+        }
+        pthread_mutex_unlock(&t->mu);
+        if (s2) return s2;
+        *ptr = p;
     }
     s2 = ss_torch_poll(t, acts, max, n);
     return st ? st : s2;
 }
 
+ss_status ss_torch_held(ss_torch_t *t, uint64_t handle, int held) {
+    if (!t) return SS_ERR_INVALID;
+    pthread_mutex_lock(&t->mu);
+    tslot *x = slot_of(t, handle, 0);
+    if (x && !counts(x->state) && x->held != !!held) {
+        x->held = !!held;
+        if (held) t->resident += x->bytes;
+        else t->resident -= x->bytes;
+    }
+    ss_status st = held ? evict_over(t, 0) : SS_OK;   /* its DROPs come with the next poll */
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
 ss_status ss_torch_release(ss_torch_t *t, uint64_t handle) {
     if (!t) return SS_ERR_INVALID;
-    return ss_ctx_release(t->ctx, handle);
+    ss_status st = ss_ctx_release(t->ctx, handle);
+    pthread_mutex_lock(&t->mu);
+    tslot *x = slot_of(t, handle, 0);
+    if (x) {
+        if (counts(x->state) || x->held) t->resident -= x->bytes;
+        slot_free_bufs(t, x);
+        x->h = 0;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return st;
 }
 
 ss_status ss_torch_get_stats(ss_torch_t *t, ss_torch_stats *out) {
@@ -245,6 +480,13 @@ ss_status ss_torch_get_stats(ss_torch_t *t, ss_torch_stats *out) {
             s.host_peak_bytes = r.host_peak_bytes;
             s.stall_seconds = r.stall_s;
         }
+        pthread_mutex_lock(&t->mu);
+        s.swapped_out_bytes += t->evicted_bytes;
+        s.swapped_in_bytes += t->in_bytes;
+        s.evictions += t->evictions;
+        s.misses += t->misses;
+        s.resident_bytes = t->resident;
+        pthread_mutex_unlock(&t->mu);
     }
     *out = s;
     return SS_OK;

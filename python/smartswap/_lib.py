@@ -41,6 +41,7 @@ class TorchStats(ctypes.Structure):
                 ("saves", ctypes.c_uint64), ("loads", ctypes.c_uint64),
                 ("releases", ctypes.c_uint64), ("actions", ctypes.c_uint64),
                 ("host_peak_bytes", ctypes.c_uint64),
+                ("resident_bytes", ctypes.c_uint64),
                 ("stall_seconds", ctypes.c_double),
                 ("profile_overhead_seconds", ctypes.c_double)]
 
@@ -100,12 +101,14 @@ def lib():
         "ss_torch_open": (I32, [ctypes.c_char_p, U64, ctypes.c_char_p, ctypes.c_char_p, SZ, pP]),
         "ss_torch_close": (None, [P]),
         "ss_torch_ctx": (P, [P]),
+        "ss_torch_set_evict_budget": (I32, [P, U64]),
         "ss_torch_op": (I32, [P, U32, U64, pA, U32, pU32]),
         "ss_torch_pack": (I32, [P, U32, U64, P, U64, I32, I32, ctypes.POINTER(ctypes.c_int64),
                                 U32, pU64, pA, U32, pU32]),
         "ss_torch_load": (I32, [P, pU64, pP, U32, U64, U64, pP, pA, U32, pU32]),
         "ss_torch_poll": (I32, [P, pA, U32, pU32]),
         "ss_torch_release": (I32, [P, U64]),
+        "ss_torch_held": (I32, [P, U64, I32]),
         "ss_torch_get_stats": (I32, [P, ctypes.POINTER(TorchStats)]),
         "ss_torch_last_error": (ctypes.c_char_p, []),
         "ss_ctx_intern": (I32, [P, ctypes.c_char_p, pU32]),

@@ -41,6 +41,7 @@ _DTYPE = {
     torch.bool: L.DTYPE_BOOL,
 }
 _NACT = 64
+PLAN_MARGIN = 0.05
 _INPLACE_MSG = ("one of the variables needed for gradient computation has been modified by an "
                 "inplace operation: [{kind} {shape}] is at version {now}; expected version {then} "
                 "instead (smartswap keeps autograd's in-place check for saved tensors). Hint: "
@@ -182,7 +183,10 @@ class SmartSwap:
         if dev.type == "cuda" and self.budget is not None:
             core_budget = self.budget
             self._set_mem = True
-        lines["budget"] = str(core_budget)
+        # the plan aims a little below the budget (PLAN_MARGIN): a sequence of other sizes runs
+        # the nearest plan, matched by features, before it gets its own; the eviction before the
+        # first plan (api-torch.c) keeps the budget itself
+        lines["budget"] = str(int(core_budget * (1.0 - PLAN_MARGIN)))
         if self.host_memory is not None:
             lines["host-mem"] = str(self.host_memory)
         if "min-swap" not in lines and "SMARTSWAP_MIN_SWAP" not in os.environ:
@@ -207,6 +211,11 @@ class SmartSwap:
         self._lib = lib
         self._t = t
         self._ctx = lib.ss_torch_ctx(t)
+        if not self._set_mem:
+            # iterations without a plan keep within the activation budget too (api-torch.c)
+            st = lib.ss_torch_set_evict_budget(t, core_budget)
+            if st != L.SS_OK:
+                self._fail("open", st)
         ids = {}
         for n in ("pack", "unpack", "backward"):
             u = ctypes.c_uint32()
@@ -222,6 +231,7 @@ class SmartSwap:
         self._by_ptr = {}       # storage data_ptr -> _Entry (while we hold the storage)
         self._deferred = {}     # handle -> _Entry: DROP seen, storage still held elsewhere
         self._answers = []      # (handle, buffer ptr) to answer
+        self._repoll = False
         self._bwd = False
         self._iter_open = False
         self.on_drop = None     # debug: called with the storage at each real drop
@@ -295,6 +305,7 @@ class SmartSwap:
                 self._fail("pack", st_)
             e.refs += 1
             self._do_actions()
+            self._mark_peak()
         return _Packed(self, e, t)
 
     def _unpack(self, p):
@@ -337,6 +348,7 @@ class SmartSwap:
                     e.fb = self._copy_fallback(ptr, e.nbytes)
                     self._add(e.nbytes)
                 storage = e.fb.untyped_storage()
+            self._mark_peak()
         self._check_version(p)
         out = torch.empty((), dtype=p.dtype, device=self.device)
         out.set_(storage, p.offset, p.size, p.stride)
@@ -406,6 +418,11 @@ class SmartSwap:
                                              ctypes.byref(self._n))
                 if st != L.SS_OK:
                     self._fail("answer", st)
+            elif self._repoll:   # a deferred drop made the core evict others
+                self._repoll = False
+                st = self._lib.ss_torch_poll(self._t, self._acts, _NACT, ctypes.byref(self._n))
+                if st != L.SS_OK:
+                    self._fail("poll", st)
             n = self._n.value
         if self._deferred:
             for h in list(self._deferred):
@@ -413,12 +430,16 @@ class SmartSwap:
                 if e.st is None or _use_count(e.st) <= 1:
                     del self._deferred[h]
                     self._release_storage(e)
+                    self._lib.ss_torch_held(self._t, h, 0)
 
     def _drop(self, e):
         if e.st is None:
             return
         if _use_count(e.st) > 1:   # someone else holds it: dropping would free nothing yet
             self._deferred[e.h] = e
+            if self._lib.ss_torch_held(self._t, e.h, 1) != L.SS_OK:
+                self._fail("drop", 1)
+            self._repoll = True
             return
         self._release_storage(e)
 
@@ -434,6 +455,11 @@ class SmartSwap:
 
     def _add(self, n):
         self._resident += n
+
+    def _mark_peak(self):
+        """The peak is taken when a hook returns to torch, after the core acted on the save or
+        load (the tensor being saved already exists when pack sees it: that transient is not
+        counted, docs/pytorch.md)."""
         if self._resident > self._peak_saved:
             self._peak_saved = self._resident
 
