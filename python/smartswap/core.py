@@ -232,6 +232,7 @@ class SmartSwap:
         self._deferred = {}     # handle -> _Entry: DROP seen, storage still held elsewhere
         self._answers = []      # (handle, buffer ptr) to answer
         self._repoll = False
+        self._leaf_noswap = True
         self._bwd = False
         self._iter_open = False
         self.on_drop = None     # debug: called with the storage at each real drop
@@ -283,7 +284,10 @@ class SmartSwap:
                 sz = t.shape
                 for i in range(nd):
                     shape[i] = sz[i]
-                noswap = t.grad_fn is None and not t.requires_grad and t._base is None
+                # a storage whose root is a leaf that needs no grad (inputs, buffers, masks
+                # made under no_grad) is held by someone else anyway: never moved
+                root = t._base if t._base is not None else t
+                noswap = self._leaf_noswap and root.grad_fn is None and not root.requires_grad
                 st_ = lib.ss_torch_pack(self._t, self._id_pack, site, ptr, nbytes, dt, nd, shape,
                                         L.SS_SAVE_NOSWAP if noswap else 0, ctypes.byref(self._h),
                                         self._acts, _NACT, ctypes.byref(self._n))
