@@ -14,7 +14,7 @@ _SS = {}
 
 def ss_for():
     if "ss" not in _SS:
-        ss = smartswap.SmartSwap(activation_budget=4096, min_swap=1, warmup=0)
+        ss = smartswap.SmartSwap(activation_budget=64 << 10, min_swap=1, warmup=0)
         with ss.step():   # opens the C side
             ss._pack(torch.randn(4))
         ss._leaf_noswap = False   # these leaves are nobody's: let the core move them
@@ -60,7 +60,7 @@ def test_round_trip(case, unpacks):
         packed = [ss._pack(v) for _ in range(n_saves)]
         del v   # only the adapter holds the storage now: the core may swap it
         # a few more saves so that free points and prefetches pass over the packed ones
-        filler = [ss._pack(torch.randn(64)) for _ in range(6)]
+        filler = [ss._pack(torch.randn(4096)) for _ in range(8)]
         for _ in range(unpacks):
             for p in reversed(packed):
                 got.append(ss._unpack(p))
@@ -76,7 +76,8 @@ def test_swaps_happen_in_round_trips():
     ss = ss_for()
     for _ in range(4):
         with ss.step():
-            a = [ss._pack(torch.randn(256)) for _ in range(8)]
+            a = [ss._pack(torch.randn(4096)) for _ in range(8)]
             b = [ss._unpack(p) for p in reversed(a)]
             del a, b
-    assert ss.stats()["swapped_out_bytes"] > 0
+    s = ss.stats()
+    assert s["swapped_out_bytes"] > 0 and s["swapped_in_bytes"] > 0, s
