@@ -537,6 +537,7 @@ ss_status ssi_profile_to_buffer(const ss_profile *p, char **out, size_t *len, ch
         ssi_jl_put_str(&w, o, "phase", ssi_phase_name(op->phase));
         ssi_jl_put_hex(&w, o, "site", op->site);
         ssi_jl_put_u64(&w, o, "mem", op->mem_after);
+        if (op->mem_peak > op->mem_after) ssi_jl_put_u64(&w, o, "peak", op->mem_peak);
         ssi_jl_put_double(&w, o, "flops", op->flops);
         ssi_jl_put_double(&w, o, "seconds", op->seconds);
         ssi_jl_line(&w, o);
@@ -666,6 +667,8 @@ static ss_status read_op(ssi_jl_reader *r, const cJSON *o, ss_profile *p, const 
     }
     if (!st) st = ssi_jl_u64(r, o, "site", 0, UINT64_MAX, &op.site);
     if (!st) st = ssi_jl_u64(r, o, "mem", 0, MAX_BYTES, &op.mem_after);
+    if (!st && cJSON_GetObjectItemCaseSensitive(o, "peak"))
+        st = ssi_jl_u64(r, o, "peak", op.mem_after, MAX_BYTES, &op.mem_peak);
     if (!st) st = ssi_jl_double(r, o, "flops", 0, 1e30, &op.flops);
     if (!st) st = ssi_jl_double(r, o, "seconds", 0, 1e9, &op.seconds);
     if (st) return st;
@@ -862,4 +865,152 @@ void ssi_profile_stats_get(const ss_profile *p, ssi_profile_stats *s) {
         }
         free(delta);
     }
+}
+
+/* ---- saved bytes by layer ------------------------------------------------------------------ */
+
+/* Longest run of k in [0, n - per) with id[k] == id[k + per]: its start in *start, its length
+ * returned. */
+static uint32_t repeat_run(const uint32_t *id, uint32_t n, uint32_t per, uint32_t *start) {
+    uint32_t best = 0, run = 0;
+    *start = 0;
+    for (uint32_t k = 0; k + per < n; k++) {
+        if (id[k] == id[k + per]) {
+            if (++run > best) { best = run; *start = k + 1 - run; }
+        } else {
+            run = 0;
+        }
+    }
+    return best;
+}
+
+/* The repeated block of the sequence id[0..n) (ids < nids): the block length is one of the most
+ * common distances between two occurrences of one id; of the 8 most common, the one covering the
+ * most positions in whole blocks wins (the shortest on a tie: a block of two layers covers as much
+ * as one layer). A run counts only when it covers two thirds of the sequence or more (two matmuls in a
+ * row are not two layers). *blocks = 0 when nothing repeats so. SS_ERR_HOST_OOM. */
+static ss_status find_block(const uint32_t *id, uint32_t n, uint32_t nids, uint32_t *per_out,
+                            uint32_t *blocks_out, uint32_t *start_out) {
+    *per_out = *blocks_out = *start_out = 0;
+    uint32_t *last = malloc(((size_t)nids + 1) * sizeof *last);
+    uint32_t *hist = calloc((size_t)n + 1, sizeof *hist);         /* distance -> count */
+    if (!last || !hist) { free(last); free(hist); return SS_ERR_HOST_OOM; }
+    for (uint32_t j = 0; j < nids; j++) last[j] = SS_NONE;
+    for (uint32_t k = 0; k < n; k++) {
+        if (last[id[k]] != SS_NONE) hist[k - last[id[k]]]++;
+        last[id[k]] = k;
+    }
+    for (int c = 0; c < 8; c++) {
+        uint32_t per = 0;
+        for (uint32_t d = 1; d <= n; d++)
+            if (hist[d] && (!per || hist[d] > hist[per])) per = d;
+        if (!per) break;
+        hist[per] = 0;
+        uint32_t start, run = repeat_run(id, n, per, &start);
+        uint32_t blocks = (run + per) / per;
+        if (blocks < 2 || 3 * (uint64_t)blocks * per < 2 * (uint64_t)n) continue;   /* layers: most of the forward */
+        uint64_t cover = (uint64_t)blocks * per, best = (uint64_t)*blocks_out * *per_out;
+        if (cover > best || (cover == best && per < *per_out)) {
+            *per_out = per; *blocks_out = blocks; *start_out = start;
+        }
+    }
+    free(last);
+    free(hist);
+    return SS_OK;
+}
+
+static int cmp_key(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+ss_status ssi_profile_layers_get(const ss_profile *p, ssi_profile_layers *out) {
+    memset(out, 0, sizeof *out);
+    out->largest = out->largest_layer = out->max_saved = out->max_saved_loss = SS_NONE;
+    uint32_t n = 0, nops = p->nops;
+    for (uint32_t i = 0; i < nops; i++) n += p->ops[i].phase == SS_PHASE_FWD;
+    uint32_t *fwd = malloc(((size_t)n + 1) * sizeof *fwd);        /* forward position -> op */
+    uint32_t *id = malloc(((size_t)n + 1) * sizeof *id);          /* forward position -> key id */
+    uint32_t *pos = malloc(((size_t)nops + 1) * sizeof *pos);     /* op -> forward position */
+    uint64_t *key = malloc(((size_t)n + 1) * sizeof *key), *uniq = malloc(((size_t)n + 1) * sizeof *uniq);
+    uint64_t *lay = NULL;
+    ss_status st = SS_OK;
+    if (!fwd || !id || !pos || !key || !uniq) { st = SS_ERR_HOST_OOM; goto done; }
+    for (uint32_t i = 0, k = 0; i < nops; i++) {
+        pos[i] = SS_NONE;
+        if (p->ops[i].phase != SS_PHASE_FWD) continue;
+        fwd[k] = i;
+        key[k] = (p->ops[i].site ^ ((uint64_t)p->ops[i].name * 0x9e3779b97f4a7c15ull)) + p->ops[i].name;
+        pos[i] = k++;
+    }
+    /* first by (name, call site), as a framework's layers share code; where nothing repeats so
+     * (call sites that differ per layer), by name alone */
+    uint32_t per = 0, blocks = 0, start = 0;
+    memcpy(uniq, key, (size_t)n * sizeof *uniq);
+    qsort(uniq, n, sizeof *uniq, cmp_key);
+    uint32_t nu = 0;
+    for (uint32_t k = 0; k < n; k++) if (!nu || uniq[nu - 1] != uniq[k]) uniq[nu++] = uniq[k];
+    for (uint32_t k = 0; k < n; k++) {
+        const uint64_t *f = bsearch(&key[k], uniq, nu, sizeof *uniq, cmp_key);
+        id[k] = (uint32_t)(f - uniq);
+    }
+    if ((st = find_block(id, n, nu, &per, &blocks, &start))) goto done;
+    if (blocks < 2) {
+        for (uint32_t k = 0; k < n; k++) id[k] = p->ops[fwd[k]].name < p->nnames ? p->ops[fwd[k]].name : 0;
+        if ((st = find_block(id, n, p->nnames ? p->nnames : 1, &per, &blocks, &start))) goto done;
+    }
+    if (blocks >= 2) {
+        out->layers = blocks;
+        out->block_ops = per;
+        out->first_op = fwd[start];
+        uint32_t end = start + blocks * per;                     /* forward position after them */
+        out->end_op = end < n ? fwd[end] : fwd[end - 1] + 1;
+        lay = calloc(blocks, sizeof *lay);
+        if (!lay) { st = SS_ERR_HOST_OOM; goto done; }
+    }
+    uint64_t max_bytes = 0, largest_bytes = 0, loss_bytes = 0;
+    for (uint32_t t = 0; t < p->ntensors; t++) {
+        const ss_prof_tensor *x = &p->tensors[t];
+        if (!(x->flags & SS_TENSOR_SAVED)) continue;
+        if (out->max_saved == SS_NONE || x->bytes > max_bytes) { out->max_saved = t; max_bytes = x->bytes; }
+        uint32_t k = x->producer < nops ? pos[x->producer] : SS_NONE;
+        if (k == SS_NONE) { out->saved_elsewhere += x->bytes; continue; }
+        if (!lay || k < start) { out->saved_before += x->bytes; continue; }
+        uint32_t l = (k - start) / per;
+        if (l >= blocks) {
+            out->saved_after += x->bytes;
+            if (out->max_saved_loss == SS_NONE || x->bytes > loss_bytes) { out->max_saved_loss = t; loss_bytes = x->bytes; }
+            continue;
+        }
+        lay[l] += x->bytes;
+        out->saved_layers += x->bytes;
+        if (out->largest == SS_NONE || x->bytes > largest_bytes) {
+            out->largest = t;
+            out->largest_layer = l;
+            largest_bytes = x->bytes;
+        }
+    }
+    if (lay) {
+        out->saved_min = out->saved_max = lay[0];
+        for (uint32_t l = 1; l < blocks; l++) {
+            if (lay[l] < out->saved_min) out->saved_min = lay[l];
+            if (lay[l] > out->saved_max) out->saved_max = lay[l];
+        }
+        if (out->largest != SS_NONE) out->largest_layer_saved = lay[out->largest_layer];
+    }
+done:
+    free(lay); free(fwd); free(id); free(pos); free(key); free(uniq);
+    if (st) {
+        memset(out, 0, sizeof *out);
+        out->largest = out->largest_layer = out->max_saved = out->max_saved_loss = SS_NONE;
+    }
+    return st;
+}
+
+uint64_t ssi_profile_desc_tokens(const char *desc) {
+    const char *g = desc ? strstr(desc, "trace gen ") : NULL;
+    const char *q = g ? strstr(g, " b=") : NULL;
+    unsigned long long b = 0, s = 0;
+    if (!q || sscanf(q, " b=%llu s=%llu", &b, &s) != 2) return 0;
+    return b * s;
 }

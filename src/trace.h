@@ -67,6 +67,39 @@ typedef struct ssi_profile_stats {
 /* Fills *s from p (any finalized profile). */
 void ssi_profile_stats_get(const ss_profile *p, ssi_profile_stats *s);
 
+/* Saved bytes by transformer layer, as `smartswap trace stats` prints them (docs/trace-format.md,
+ * "Layers"). The format has no layer field: layers are found in the forward phase's operator
+ * sequence, as the longest run of one block of operators repeated back to back, operators
+ * compared by (name, call site) as a framework's layers share code, or by name alone when
+ * nothing repeats so (call sites that differ per layer). The block's length is one of the most
+ * common distances between two calls of one operator, and the run must cover two thirds of the
+ * forward operators. A layer is one repetition of the block;
+ * a saved tensor belongs to the layer whose forward operator produced it (so a layer holds its
+ * own output, not its input). Works on any profile, recorded or generated. */
+typedef struct ssi_profile_layers {
+    uint32_t layers;               /* repetitions found; 0: no block repeats (then only the
+                                    * totals below and max_saved are set) */
+    uint32_t block_ops;            /* forward operators per layer */
+    uint32_t first_op, end_op;     /* the layers' operators are [first_op, end_op) */
+    uint64_t saved_min, saved_max; /* saved bytes produced by one layer, smallest and largest */
+    uint64_t saved_layers;         /* by all the layers together */
+    uint64_t saved_before;         /* by forward operators before the first layer (embedding) */
+    uint64_t saved_after;          /* by forward operators after the last layer (final norm, loss) */
+    uint64_t saved_elsewhere;      /* by operators outside the forward phase */
+    uint32_t largest;              /* the largest saved tensor produced in a layer (SS_NONE: none) */
+    uint32_t largest_layer;        /* its layer */
+    uint64_t largest_layer_saved;  /* that layer's saved bytes */
+    uint32_t max_saved;            /* the largest saved tensor of the profile (SS_NONE: none) */
+    uint32_t max_saved_loss;       /* the largest saved tensor after the layers (SS_NONE: none) */
+} ssi_profile_layers;
+
+/* Fills *out from p (finalized). SS_ERR_HOST_OOM (out zeroed) when memory runs out. */
+ss_status ssi_profile_layers_get(const ss_profile *p, ssi_profile_layers *out);
+
+/* Tokens of one iteration from a desc of `smartswap trace gen` ("... b=B s=S ..."): B * S, or 0
+ * when the desc does not say. */
+uint64_t ssi_profile_desc_tokens(const char *desc);
+
 /* "fwd" "bwd" "opt" "other" and back (-1 for an unknown name). */
 const char *ssi_phase_name(uint32_t phase);
 int         ssi_phase_from_name(const char *name);

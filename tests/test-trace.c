@@ -529,6 +529,129 @@ static void t_stats(void) {
     free(b);
 }
 
+/* A "recorded" profile of L layers with generic operator names (matmul four times a layer, as
+ * the reference trainer names them): forward = embedding, L x (rmsnorm, matmul, matmul, attention,
+ * matmul, add, rmsnorm, matmul, add), final rmsnorm, loss; backward one op per forward op. Each
+ * layer op saves one tensor of 100 * (1 + its index in the layer) bytes, the tenth a big one
+ * (big bytes); the embedding saves 7, the loss 5 and 11 bytes. Call sites are the role's,
+ * or distinct per layer (per_layer_sites). */
+static ss_profile *layered_profile(uint32_t L, int per_layer_sites, uint64_t big) {
+    static const char *const lay[] = {"rmsnorm", "matmul", "matmul", "attention", "matmul", "add",
+                                      "rmsnorm", "matmul", "add"};
+    const uint32_t per = sizeof lay / sizeof lay[0];
+    ss_profile *p = NULL;
+    if (ssi_profile_new(&p)) return NULL;
+    uint32_t id, op;
+    ss_prof_op o;
+    ss_prof_tensor t;
+    uint32_t idx;
+#define OP(nm_, ph_, site_) do { memset(&o, 0, sizeof o); ssi_profile_intern(p, nm_, &id); o.name = id; \
+        o.phase = ph_; o.site = site_; ssi_profile_add_op(p, &o, &op); } while (0)
+#define TEN(bytes_) do { memset(&t, 0, sizeof t); t.bytes = bytes_; t.dtype = SS_DTYPE_U8; t.ndim = 1; \
+        t.shape[0] = (int64_t)(bytes_); t.producer = op; t.release = SS_NONE; t.flags = SS_TENSOR_SAVED; \
+        ssi_profile_add_tensor(p, &t, &idx); } while (0)
+    OP("embedding", SS_PHASE_FWD, 1);
+    TEN(7);
+    for (uint32_t l = 0; l < L; l++)
+        for (uint32_t k = 0; k < per; k++) {
+            OP(lay[k], SS_PHASE_FWD, 100 + k + (per_layer_sites ? 1000 * (uint64_t)l : 0));
+            TEN(k == per - 1 ? big : 100 * (uint64_t)(1 + k));
+        }
+    OP("rmsnorm", SS_PHASE_FWD, 50);
+    TEN(5);
+    OP("lxent", SS_PHASE_FWD, 51);
+    TEN(11);
+    for (uint32_t j = 0, n = 3 + L * per; j < n; j++) OP("bwd", SS_PHASE_BWD, 60);
+    OP("adamw", SS_PHASE_OPT, 70);
+#undef OP
+#undef TEN
+    char err[200];
+    if (ssi_profile_finalize(p) || ssi_profile_check(p, err, sizeof err)) { ssi_profile_free(p); return NULL; }
+    return p;
+}
+
+/* Layers found from the forward operators: per-layer saved bytes, the largest tensor and its
+ * share, what is before and after the layers; by name alone when call sites differ per layer;
+ * none in a one-layer profile. */
+static void t_layers(void) {
+    for (int sites = 0; sites < 2; sites++) {
+        ss_profile *p = layered_profile(6, sites, 5000);
+        CHECK(p != NULL);
+        if (!p) return;
+        ssi_profile_layers L;
+        CHECK_OK(ssi_profile_layers_get(p, &L));
+        CHECK_EQ_U64(L.layers, 6);
+        CHECK_EQ_U64(L.block_ops, 9);
+        CHECK_EQ_U64(L.first_op, 1);
+        CHECK_EQ_U64(L.end_op, 1 + 6 * 9);
+        uint64_t layer = 100 * (1 + 2 + 3 + 4 + 5 + 6 + 7 + 8) + 5000;
+        CHECK_EQ_U64(L.saved_min, layer);
+        CHECK_EQ_U64(L.saved_max, layer);
+        CHECK_EQ_U64(L.saved_layers, 6 * layer);
+        CHECK_EQ_U64(L.saved_before, 7);
+        CHECK_EQ_U64(L.saved_after, 16);
+        CHECK_EQ_U64(L.saved_elsewhere, 0);
+        CHECK(L.largest != SS_NONE && p->tensors[L.largest].bytes == 5000);
+        CHECK_EQ_U64(L.largest_layer, 0);
+        CHECK_EQ_U64(L.largest_layer_saved, layer);
+        CHECK(L.max_saved_loss != SS_NONE && p->tensors[L.max_saved_loss].bytes == 11);
+        CHECK(L.max_saved == L.largest);
+        ssi_profile_free(p);
+    }
+    /* one layer: nothing repeats */
+    ss_profile *p = layered_profile(1, 0, 5000);
+    CHECK(p != NULL);
+    if (p) {
+        ssi_profile_layers L;
+        CHECK_OK(ssi_profile_layers_get(p, &L));
+        CHECK_EQ_U64(L.layers, 0);
+        CHECK(L.max_saved != SS_NONE && p->tensors[L.max_saved].bytes == 5000);
+        ssi_profile_free(p);
+    }
+    /* generated profiles: the layers are the generator's, a layer's saved bytes its formula */
+    static const struct { const char *model; uint32_t moe_e, moe_k; int flash, full; } cases[] = {
+        {"llama-3.2-1b", 0, 0, 1, 0}, {"llama-3.2-1b", 0, 0, 0, 1}, {"gpt2-124m", 0, 0, 1, 0},
+        {"llama-2-7b", 8, 2, 1, 0}};
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        ssi_workload_config c;
+        ssi_workload_default(&c);
+        CHECK_OK(ssi_workload_preset(&c, cases[q].model));
+        c.layers = 5;
+        c.batch = 2;
+        c.seq = 128;
+        c.flash = cases[q].flash;
+        c.moe_experts = cases[q].moe_e;
+        c.moe_topk = cases[q].moe_k;
+        c.loss = cases[q].full ? SSI_WORKLOAD_LOSS_FULL : SSI_WORKLOAD_LOSS_CHUNKED;
+        ssi_workload_info in;
+        memset(&in, 0, sizeof in);
+        char err[256];
+        ss_profile *g = NULL;
+        CHECK_OK(ssi_workload_generate(&c, &g, &in, err, sizeof err));
+        if (!g) continue;
+        ssi_profile_layers L;
+        CHECK_OK(ssi_profile_layers_get(g, &L));
+        CHECK_MSG(L.layers == 5, "%s: %u layers", cases[q].model, L.layers);
+        /* the generator's layer 1 (its input in, its output out) holds as much as any layer */
+        uint64_t want = 0, loss = 0;
+        for (uint32_t t = 0; t < g->ntensors; t++)
+            if (g->tensors[t].flags & SS_TENSOR_SAVED) {
+                if (in.layer[t] == 1) want += g->tensors[t].bytes;
+                if (in.cat[t] == SSI_WL_LOSS) loss += g->tensors[t].bytes;
+            }
+        CHECK_EQ_U64(L.saved_min, want);
+        CHECK_EQ_U64(L.saved_max, want);
+        /* after the layers: the final norm's output (2h per token in bf16) and the loss */
+        CHECK_EQ_U64(L.saved_after, 256ull * c.hidden * 2 + loss);
+        CHECK_EQ_U64(L.saved_before, 256ull * 16 + 256ull * c.hidden * 2);   /* ids, targets, x0 */
+        CHECK_EQ_U64(ssi_profile_desc_tokens(g->desc), 256);
+        ssi_workload_info_free(&in);
+        ssi_profile_free(g);
+    }
+    CHECK_EQ_U64(ssi_profile_desc_tokens("smartswap detailed profile, iteration 3"), 0);
+    CHECK_EQ_U64(ssi_profile_desc_tokens("recompute: trace gen x: L=1 b=3 s=5 bf16"), 15);
+}
+
 /* 100k+ operators write and read back in seconds (the bound is loose for sanitizer builds). */
 static void t_large_fast(void) {
     ssi_workload_config c;
@@ -555,6 +678,15 @@ static void t_large_fast(void) {
            st.st_size / 1048576.0, w, r);
     CHECK(q && ssi_profile_equal(p, q));
     CHECK_MSG(r < 10, "read took %.2f s", r);
+    /* and its layers are found in linear time */
+    ssi_profile_layers L;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_OK(ssi_profile_layers_get(p, &L));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double tl = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("large: layers found in %.3f s\n", tl);
+    CHECK_EQ_U64(L.layers, 3500);
+    CHECK_MSG(tl < 2, "layers took %.2f s", tl);
     ssi_profile_free(p);
     ssi_profile_free(q);
 }
@@ -576,6 +708,7 @@ int main(void) {
     RUN(t_file_errors);
     RUN(t_jl_helpers);
     RUN(t_stats);
+    RUN(t_layers);
     RUN(t_large_fast);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -1,12 +1,12 @@
 /* cmd-trace.c: `smartswap trace`: synthetic profiles of training iterations and their totals.
  *
  *   smartswap trace gen (--model NAME | --layers N --hidden N --heads N --ffn N --vocab N) ... -o FILE
- *   smartswap trace stats FILE [--json]
+ *   smartswap trace stats FILE [--json] [--tokens N]
  *   smartswap trace models
  *
  * gen builds the profile with the workload generator (src/workload.c) and writes it atomically
  * in the profile format (docs/trace-format.md); stats reads any profile file (generated or
- * recorded) and prints its totals.
+ * recorded) and prints its totals and its saved bytes by layer (trace.h, ssi_profile_layers_get).
  */
 #include "cli.h"
 #include "trace.h"
@@ -55,8 +55,9 @@ static void usage_gen(FILE *f) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: smartswap trace gen ... -o FILE     a synthetic profile (smartswap trace gen --help)\n"
-            "       smartswap trace stats FILE [--json] totals of a profile file: ops, saved tensors,\n"
-            "                                           peak activation bytes, FLOPs\n"
+            "       smartswap trace stats FILE [--json] [--tokens N]\n"
+            "                                           totals of a profile file: ops, saved tensors,\n"
+            "                                           peak activation bytes, FLOPs, saved bytes by layer\n"
             "       smartswap trace models              the model presets and their sources\n");
 }
 
@@ -147,7 +148,52 @@ static int cmd_gen(int argc, char **argv) {
     return 0;
 }
 
-static int print_json(const char *file, const ss_profile *p, const ssi_profile_stats *s) {
+/* The name of the operator that produced tensor t, or "-" for none. */
+static const char *producer_name(const ss_profile *p, uint32_t t) {
+    if (t == SS_NONE || t >= p->ntensors || p->tensors[t].producer >= p->nops) return "-";
+    return p->names[p->ops[p->tensors[t].producer].name];
+}
+
+static void json_layers(ssi_jl_writer *w, cJSON *o, const ss_profile *p, const ssi_profile_layers *L,
+                        uint64_t tokens, const char *tokens_from) {
+    if (tokens) ssi_jl_put_u64(w, o, "tokens", tokens); else ssi_jl_put_null(w, o, "tokens");
+    if (tokens_from) ssi_jl_put_str(w, o, "tokens_from", tokens_from); else ssi_jl_put_null(w, o, "tokens_from");
+    ssi_jl_put_u64(w, o, "layers", L->layers);
+    if (L->layers) {
+        ssi_jl_put_u64(w, o, "layer_ops", L->block_ops);
+        ssi_jl_put_u64(w, o, "layers_first_op", L->first_op);
+        ssi_jl_put_u64(w, o, "layers_end_op", L->end_op);
+        ssi_jl_put_u64(w, o, "layer_saved_bytes", L->saved_max);
+        ssi_jl_put_u64(w, o, "layer_saved_bytes_min", L->saved_min);
+        ssi_jl_put_u64(w, o, "layers_saved_bytes", L->saved_layers);
+        if (tokens) ssi_jl_put_double(w, o, "layer_saved_bytes_per_token", (double)L->saved_max / (double)tokens);
+        else ssi_jl_put_null(w, o, "layer_saved_bytes_per_token");
+        if (L->largest != SS_NONE) {
+            ssi_jl_put_u64(w, o, "layer_largest_saved_bytes", p->tensors[L->largest].bytes);
+            ssi_jl_put_u64(w, o, "layer_largest_saved_tensor", L->largest);
+            ssi_jl_put_str(w, o, "layer_largest_saved_op", producer_name(p, L->largest));
+            ssi_jl_put_double(w, o, "layer_largest_saved_share",
+                              L->largest_layer_saved ? (double)p->tensors[L->largest].bytes / (double)L->largest_layer_saved : 0);
+        }
+    }
+    ssi_jl_put_u64(w, o, "before_layers_saved_bytes", L->saved_before);
+    ssi_jl_put_u64(w, o, "loss_saved_bytes", L->saved_after);
+    if (tokens) ssi_jl_put_double(w, o, "loss_saved_bytes_per_token", (double)L->saved_after / (double)tokens);
+    else ssi_jl_put_null(w, o, "loss_saved_bytes_per_token");
+    if (L->max_saved_loss != SS_NONE) {
+        ssi_jl_put_u64(w, o, "loss_largest_saved_bytes", p->tensors[L->max_saved_loss].bytes);
+        ssi_jl_put_str(w, o, "loss_largest_saved_op", producer_name(p, L->max_saved_loss));
+    }
+    ssi_jl_put_u64(w, o, "elsewhere_saved_bytes", L->saved_elsewhere);
+    if (L->max_saved != SS_NONE) {
+        ssi_jl_put_u64(w, o, "largest_saved_bytes", p->tensors[L->max_saved].bytes);
+        ssi_jl_put_u64(w, o, "largest_saved_tensor", L->max_saved);
+        ssi_jl_put_str(w, o, "largest_saved_op", producer_name(p, L->max_saved));
+    }
+}
+
+static int print_json(const char *file, const ss_profile *p, const ssi_profile_stats *s, const ssi_profile_layers *L,
+                      uint64_t tokens, const char *tokens_from) {
     ssi_jl_writer w;
     ssi_jl_writer_init(&w);
     cJSON *o = ssi_jl_obj(&w);
@@ -178,6 +224,7 @@ static int print_json(const char *file, const ss_profile *p, const ssi_profile_s
     ssi_jl_put_double(&w, o, "iter_seconds", s->iter_seconds);
     ssi_jl_put_hex(&w, o, "seq_hash", p->seq_hash);
     ssi_jl_put_hex(&w, o, "size_sig", p->size_sig);
+    json_layers(&w, o, p, L, tokens, tokens_from);
     ssi_jl_line(&w, o);
     char *buf;
     size_t len;
@@ -188,24 +235,70 @@ static int print_json(const char *file, const ss_profile *p, const ssi_profile_s
     return 0;
 }
 
+static void print_layers(const ss_profile *p, const ssi_profile_layers *L, uint64_t tokens, const char *tokens_from) {
+    char a[32], b[32];
+    if (tokens) printf("tokens:       %llu (%s)\n", (unsigned long long)tokens, tokens_from);
+    else printf("tokens:       unknown (give --tokens N for per-token figures)\n");
+    if (!L->layers) {
+        printf("layers:       no repeated block of forward operators found (per-layer figures need 2 or more)\n");
+    } else {
+        printf("layers:       %u, a block of %u forward operators repeated (ops %u..%u)\n", L->layers, L->block_ops,
+               L->first_op, L->end_op - 1);
+        printf("per layer:    %s saved", ss_format_size(L->saved_max, a, sizeof a));
+        if (L->saved_min != L->saved_max) printf(" (the smallest layer %s)", ss_format_size(L->saved_min, b, sizeof b));
+        if (tokens) printf(", %.6g bytes per token", (double)L->saved_max / (double)tokens);
+        printf("; all layers %s\n", ss_format_size(L->saved_layers, a, sizeof a));
+        if (L->largest != SS_NONE)
+            printf("largest:      %s (%s, layer %u), %.1f %% of its layer's saved bytes\n",
+                   ss_format_size(p->tensors[L->largest].bytes, a, sizeof a), producer_name(p, L->largest),
+                   L->largest_layer,
+                   L->largest_layer_saved ? 100.0 * (double)p->tensors[L->largest].bytes / (double)L->largest_layer_saved : 0);
+    }
+    printf("outside:      %s saved before the layers, %s after them (final norm and loss", ss_format_size(L->saved_before, a, sizeof a),
+           ss_format_size(L->saved_after, b, sizeof b));
+    if (tokens) printf(", %.6g bytes per token", (double)L->saved_after / (double)tokens);
+    if (L->max_saved_loss != SS_NONE)
+        printf("; largest %s from %s", ss_format_size(p->tensors[L->max_saved_loss].bytes, a, sizeof a),
+               producer_name(p, L->max_saved_loss));
+    printf(")");
+    if (L->saved_elsewhere) printf(", %s outside the forward phase", ss_format_size(L->saved_elsewhere, a, sizeof a));
+    printf("\n");
+    if (L->max_saved != SS_NONE)
+        printf("largest saved: %s (tensor %u, from %s)\n", ss_format_size(p->tensors[L->max_saved].bytes, a, sizeof a),
+               L->max_saved, producer_name(p, L->max_saved));
+}
+
 static int cmd_stats(int argc, char **argv) {
     const char *C = "trace stats", *file = NULL;
     int json = 0;
-    for (int i = 1; i < argc; i++) {
+    uint64_t tokens = 0;
+    for (int i = 1; i < argc;) {
+        const char *v;
+        int r;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: smartswap trace stats FILE [--json]\n"
+            printf("usage: smartswap trace stats FILE [--json] [--tokens N]\n"
                    "  prints the totals of a profile file: operators by phase, saved tensors and bytes,\n"
-                   "  peak activation bytes, FLOPs, estimated time.\n"
-                   "  --json   one JSON object instead of text (default: text)\n");
+                   "  peak activation bytes, FLOPs, estimated time; and saved bytes by layer (layers are\n"
+                   "  found as the repeated block of forward operators): per layer, per token, the largest\n"
+                   "  saved tensor and its share of its layer, what the loss saves.\n"
+                   "  --json      one JSON object instead of text              (default: text)\n"
+                   "  --tokens N  tokens of the iteration, for per-token figures (default: b x s from a\n"
+                   "              'trace gen' profile's desc; else none)\n");
             return 0;
         }
-        if (!strcmp(argv[i], "--json")) { json = 1; continue; }
+        if (!strcmp(argv[i], "--json")) { json = 1; i++; continue; }
+        if ((r = cli_flag(argc, argv, &i, "tokens", &v))) {
+            long x;
+            if (r < 0 || cli_int(C, "tokens", v, 1, 1L << 62, &x)) return 2;
+            tokens = (uint64_t)x;
+            continue;
+        }
         if (argv[i][0] == '-' && argv[i][1]) {
-            cli_error(C, "the only flag is --json", "unknown flag '%s'", argv[i]);
+            cli_error(C, "the flags are --json and --tokens N", "unknown flag '%s'", argv[i]);
             return 2;
         }
         if (file) { cli_error(C, "give one profile file", "more than one file ('%s', '%s')", file, argv[i]); return 2; }
-        file = argv[i];
+        file = argv[i++];
     }
     if (!file) { cli_error(C, "smartswap trace stats FILE [--json]", "no profile file given"); return 2; }
     ss_options o;
@@ -220,8 +313,16 @@ static int cmd_stats(int argc, char **argv) {
     }
     ssi_profile_stats s;
     ssi_profile_stats_get(p, &s);
+    ssi_profile_layers L;
+    if (ssi_profile_layers_get(p, &L)) {
+        cli_error(C, NULL, "out of memory finding the layers of %s", file);
+        ssi_profile_free(p);
+        return 1;
+    }
+    const char *tokens_from = tokens ? "--tokens" : NULL;
+    if (!tokens && (tokens = ssi_profile_desc_tokens(p->desc))) tokens_from = "b x s in the desc";
     int rc = 0;
-    if (json) rc = print_json(file, p, &s);
+    if (json) rc = print_json(file, p, &s, &L, tokens, tokens_from);
     else {
         char a[32], b[32], d[32];
         printf("profile:      %s\n", file);
@@ -242,6 +343,7 @@ static int cmd_stats(int argc, char **argv) {
         printf("time:         %.4g s per iteration (sum over ops %.4g s)\n", s.iter_seconds, s.op_seconds);
         printf("sequence:     hash 0x%016llx, size signature 0x%llx\n", (unsigned long long)p->seq_hash,
                (unsigned long long)p->size_sig);
+        print_layers(p, &L, tokens, tokens_from);
     }
     ssi_profile_free(p);
     return rc;
