@@ -87,6 +87,80 @@ static void t_trace(void) {
     CHECK_EQ_INT(run("trace gen --model no-such-model -o /tmp/x.jsonl", &o), 2);
     CHECK(has(o, "no-such-model"));
     free(o);
+    /* saved bytes by layer and per token */
+    snprintf(args, sizeof args, "trace stats %s/p.jsonl", tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    CHECK_MSG(has(o, "layers:       12, a block of") && has(o, "per layer:") && has(o, "bytes per token") &&
+              has(o, "of its layer's saved bytes") && has(o, "tokens:       256 (b x s in the desc)"), "%s", o);
+    free(o);
+    snprintf(args, sizeof args, "trace stats %s/p.jsonl --json --tokens 1000", tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    CHECK_MSG(has(o, "\"layers\":12,") && has(o, "\"layer_saved_bytes\":") && has(o, "\"loss_saved_bytes\":") &&
+              has(o, "\"layer_largest_saved_share\":") && has(o, "\"tokens\":1000,") &&
+              has(o, "\"tokens_from\":\"--tokens\""), "%s", o);
+    free(o);
+    /* the attention and loss flags: unknown values name the accepted ones */
+    static const struct { const char *flags, *want1, *want2; } bad[] = {
+        {"--attention sparse", "flash", "naive"}, {"--loss chunky", "chunked", "full"},
+        {"--loss-chunk 0", "--loss-chunk", "[1, "}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "trace gen --model gpt2-124m %s -o %s/x.jsonl", bad[i].flags, tmpdir);
+        CHECK_EQ_INT(run(args, &o), 2);
+        CHECK_MSG(has(o, bad[i].want1) && has(o, bad[i].want2), "%s: %s", bad[i].flags, o);
+        free(o);
+        snprintf(args, sizeof args, "simulate --model gpt2-124m %s", bad[i].flags);
+        CHECK_EQ_INT(run(args, &o), 2);
+        CHECK_MSG(has(o, bad[i].want1) && has(o, bad[i].want2), "%s: %s", bad[i].flags, o);
+        free(o);
+    }
+    /* the defaults are the trainer's, and the desc and simulate's header say which */
+    snprintf(args, sizeof args, "trace gen --model gpt2-124m --seq 64 -o %s/d.jsonl", tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    CHECK_MSG(has(o, " flash loss=chunked:1024"), "%s", o);
+    free(o);
+    snprintf(args, sizeof args, "trace gen --model gpt2-124m --seq 64 --no-flash --loss full -o %s/d.jsonl", tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    CHECK_MSG(has(o, " naive loss=full"), "%s", o);
+    free(o);
+    CHECK_EQ_INT(run("simulate --model gpt2-124m --seq 128", &o), 0);
+    CHECK_MSG(has(o, "bf16, flash attention, chunked loss (1024 tokens)"), "%s", o);
+    free(o);
+    CHECK_EQ_INT(run("simulate --model gpt2-124m --seq 128 --attention naive --loss full", &o), 0);
+    CHECK_MSG(has(o, "bf16, naive attention, full loss"), "%s", o);
+    free(o);
+}
+
+/* The number after "key": in a JSON text, or -1. */
+static double json_num(const char *o, const char *key) {
+    char k[96];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *q = strstr(o, k);
+    return q ? strtod(q + strlen(k), NULL) : -1;
+}
+
+/* Issue 12's acceptance: on llama-3.2-1b at batch 8 x 2048, `smartswap plan --json` reports a
+ * smallest feasible budget below the state + 0.15 x the activations with the chunked loss (the
+ * default), and not with --loss full (whose f32 probabilities and logits' gradient, one operator
+ * apart, cannot be swapped): the test tells the two apart. About 2 s a plan. */
+static void t_plan_min_budget_chunked_loss(void) {
+    for (int full = 0; full < 2; full++) {
+        char *o, args[512];
+        snprintf(args, sizeof args, "trace gen --model llama-3.2-1b --batch 8 --seq 2048%s -o %s/l1b.jsonl",
+                 full ? " --loss full" : "", tmpdir);
+        CHECK_EQ_INT(run(args, &o), 0);
+        free(o);
+        snprintf(args, sizeof args, "plan %s/l1b.jsonl --budget 130GiB --json -o %s/l1b.plan", tmpdir, tmpdir);
+        CHECK_EQ_INT(run(args, &o), 0);
+        double state = json_num(o, "state_bytes"), act = json_num(o, "activation_bytes");
+        double minb = json_num(o, "min_feasible_budget_bytes"), frac = json_num(o, "min_feasible_activation_fraction");
+        CHECK_MSG(state > 0 && act > 0 && minb > state, "%s", o);
+        CHECK_NEAR(frac, (minb - state) / act, 1e-5);
+        printf("  llama-3.2-1b 8x2048, %s loss: smallest feasible budget = state + %.3f x activations\n",
+               full ? "full" : "chunked", frac);
+        if (full) CHECK_MSG(frac > 0.3, "full loss: %.3f", frac);
+        else CHECK_MSG(frac < 0.15, "chunked loss: %.3f", frac);
+        free(o);
+    }
 }
 
 static void t_plan(void) {
@@ -195,6 +269,7 @@ int main(void) {
     RUN(t_bad_input);
     RUN(t_trace);
     RUN(t_plan);
+    RUN(t_plan_min_budget_chunked_loss);
     RUN(t_train);
     RUN(t_demo_device);
     char cmd[128];
