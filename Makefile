@@ -191,3 +191,50 @@ demo: all
 
 clean:
 	rm -rf build build-address build-undefined build-thread build-*
+
+# --- PyTorch adapter and installation (python/, docs/pytorch.md; issue 13) -------------------
+#   make venv       .venv/ with torch==$(TORCH_VERSION), transformers, pytest, hypothesis, and the
+#                   package installed editable (it loads build/libsmartswap.so from the tree)
+#   make pytest     the Python suite against $(BUILD)/libsmartswap.so (non-sanitized only)
+#   make test       also runs it (PY_TESTS=0 skips it; so do SANITIZE= and TESTS= runs, whose
+#                   library is not what Python loads); PYTHON=python3 uses an interpreter that
+#                   already has torch (the GPU machine: no network, no venv)
+#   make install PREFIX=/usr/local [DESTDIR=]   libraries, headers, smartswap.pc; make uninstall
+VENV          ?= .venv
+TORCH_VERSION ?= 2.11.0
+PIP_ARGS      ?=
+PYTHON        ?= $(VENV)/bin/python
+PY_TESTS      ?= $(if $(or $(SANITIZE),$(TESTS)),0,1)
+PREFIX        ?= /usr/local
+.PHONY: venv pytest install uninstall
+
+venv: $(VENV)/.smartswap-venv
+$(VENV)/.smartswap-venv: pyproject.toml setup.py
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q $(PIP_ARGS) torch==$(TORCH_VERSION) transformers pytest hypothesis
+	$(VENV)/bin/pip install -q $(PIP_ARGS) -e .
+	@touch $@
+
+pytest: $(SHARED) $(if $(filter $(VENV)/bin/python,$(PYTHON)),venv)
+	@if [ -n "$(SANITIZE)" ]; then echo "pytest: SANITIZE=$(SANITIZE): the Python suite needs the non-sanitized library"; exit 1; fi
+	@echo "== python tests ($(PYTHON), $(SHARED))"
+	SMARTSWAP_LIB=$(abspath $(SHARED)) PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+
+ifeq ($(PY_TESTS),1)
+test: pytest
+endif
+
+install: $(STATIC) $(SHARED)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/libsmartswap.a
+	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/libsmartswap.so
+	install -m 644 include/smartswap*.h $(DESTDIR)$(PREFIX)/include/
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: smartswap\nDescription: swaps training activations to host memory and back\nVersion: %s\nLibs: -L$${libdir} -lsmartswap\nLibs.private: %s\nCflags: -I$${includedir}\n' \
+	    '$(PREFIX)' "$$(sed -n 's/^#define SS_VERSION_STRING "\(.*\)"/\1/p' include/smartswap.h)" '$(LDLIBS)' \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/smartswap.pc
+	@echo "installed under $(DESTDIR)$(PREFIX): pkg-config --cflags --libs smartswap"
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libsmartswap.a $(DESTDIR)$(PREFIX)/lib/libsmartswap.so \
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/smartswap.pc
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/,$(notdir $(wildcard include/smartswap*.h)))

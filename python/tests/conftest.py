@@ -22,3 +22,12 @@ def device():
     if DEVICE.startswith("cuda") and not torch.cuda.is_available():
         pytest.skip("SMARTSWAP_TEST_DEVICE=%s but torch sees no GPU" % DEVICE)
     return torch.device(DEVICE)
+
+
+try:   # no example database in the tree (CI runs from a fresh clone)
+    from hypothesis import settings
+
+    settings.register_profile("smartswap", database=None, deadline=None)
+    settings.load_profile("smartswap")
+except ImportError:
+    pass
