@@ -8,10 +8,19 @@
 typedef struct ss_backend {
     ss_device_t *dev;
     ss_alloc_t  *alloc;
+    ss_status    free_err;       /* the first failed ss_alloc_free (the free slot returns void) */
+    uint64_t     free_errs;
 } ss_backend;
 
 static int ssb_alloc(void *user, size_t bytes, void **ptr, void **impl, char *err, size_t errlen) {
     ss_backend *s = user;
+    if (s->free_err != SS_OK) {
+        /* a release failed (a block freed twice, or a guard overrun found by the device): the
+         * memory's state is wrong, so nothing more is handed out */
+        snprintf(err, errlen, "an earlier ss_alloc_free failed: %s (%llu failed frees)",
+                 ss_status_str(s->free_err), (unsigned long long)s->free_errs);
+        return 1;
+    }
     ss_block_t *b = NULL;
     ss_status st = ss_alloc_malloc(s->alloc, bytes, &b);
     if (st != SS_OK) {
@@ -31,7 +40,15 @@ static int ssb_alloc(void *user, size_t bytes, void **ptr, void **impl, char *er
 static void ssb_free(void *user, void *ptr, void *impl) {
     ss_backend *s = user;
     (void)ptr;
-    ss_alloc_free(s->alloc, impl);
+    ss_status st = ss_alloc_free(s->alloc, impl);
+    if (st != SS_OK) {
+        if (s->free_err == SS_OK) s->free_err = st;
+        s->free_errs++;
+    }
+}
+
+ss_status gpt_mem_ss_free_status(const gpt_mem *m) {
+    return m->be.alloc == ssb_alloc ? ((ss_backend *)m->be.user)->free_err : SS_OK;
 }
 
 static void ssb_destroy(void *user) {
@@ -49,7 +66,7 @@ int gpt_mem_init_ss(gpt_mem *m, const char *name, const ss_options *opts, uint64
 uint64_t gpt_mem_segment_for(uint64_t budget, uint64_t state) {
     if (!budget) return 0;
     uint64_t room = budget > state ? budget - state : 0;
-    uint64_t seg = 256;
+    uint64_t seg = 256;    /* the smallest: SS_ALLOC_ALIGN (mem-ss.h) */
     while (seg < (2u << 20) && seg * 2 <= room / 32) seg *= 2;
     return seg;
 }

@@ -20,8 +20,10 @@ int gpt_mem_init_ss_ex(gpt_mem *m, const char *name, const ss_options *opts, uin
                        uint64_t segment_bytes, char *err, size_t errlen);
 
 /* A segment size in proportion to what a budget leaves for activations, for small models on
- * cpu-sim: the power of two nearest below (budget - state) / 32, between 4 KiB and the
- * allocator's default 2 MiB. A budget whose free room is a few MiB, carved into 2 MiB segments,
+ * cpu-sim: the largest power of two at most (budget - state) / 32, between 256 B
+ * (SS_ALLOC_ALIGN) and the allocator's default 2 MiB. (A floor of 4 KiB was tried: the test
+ * trainer's tightest budgets, 95 KiB above the state, then run out of memory at step 0 by
+ * fragmentation; issue 14's granules are the cure.) A budget whose free room is a few MiB, carved into 2 MiB segments,
  * fragments at once (a request that fits the budget finds no segment with room, and no new
  * segment fits); large budgets keep the default. budget 0: 0 (the default). */
 uint64_t gpt_mem_segment_for(uint64_t budget, uint64_t state);
@@ -34,6 +36,10 @@ uint64_t gpt_mem_segment_for(uint64_t budget, uint64_t state);
  * eviction at 0.10, 0.05 or 0.02 there, at 4x, or in the demo (2026-11-30). */
 #define GPT_PLAN_HEADROOM 0.05
 uint64_t gpt_plan_budget(uint64_t budget, uint64_t state, double headroom);
+
+/* The first failed ss_alloc_free of the backend (SS_OK: none, or not a smartswap gpt_mem). After
+ * one, every later allocation of the gpt_mem fails, its err saying so. */
+ss_status gpt_mem_ss_free_status(const gpt_mem *m);
 
 /* The allocator and device behind a gpt_mem made by gpt_mem_init_ss (NULL otherwise). */
 ss_alloc_t *gpt_mem_ss_alloc(const gpt_mem *m);

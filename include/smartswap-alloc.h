@@ -117,6 +117,10 @@ ss_status ss_alloc_reach(ss_alloc_t *a, uint64_t k, ss_stream_t *s, double *wait
  * stats.early_releases and *bytes (may be NULL). For an executor under memory pressure that has
  * made sure no one reads those blocks again (a block whose copy is done is free to reuse). */
 ss_status ss_alloc_release_early(ss_alloc_t *a, uint64_t *bytes);
+/* The same for one deferred block b (freed with ss_alloc_free_at, not yet released): released
+ * now after one query and, if its copy is still running, a host wait; *bytes (may be NULL) gets
+ * its size. b not deferred in a: SS_ERR_STATE. On a device error b stays pending. */
+ss_status ss_alloc_release_block(ss_alloc_t *a, ss_block_t *b, uint64_t *bytes);
 
 /* Stock emulation: b's last use is recorded in e; b is reused only after an allocation call
  * finds e complete by polling pending events in order, one query each, until one is not ready
@@ -129,8 +133,14 @@ ss_status ss_alloc_free_event(ss_alloc_t *a, ss_block_t *b, ss_event_t *e);
  * clock. ss_alloc_free_event(a, b, e) is ss_alloc_free_stock(a, b, e, 0). */
 ss_status ss_alloc_free_stock(ss_alloc_t *a, ss_block_t *b, ss_event_t *e, double t_done);
 
-/* Releases all cached free segments back to the device. */
+/* Releases all cached free segments (parked ones included) back to the device. */
 ss_status ss_alloc_trim(ss_alloc_t *a);
+/* Sets every fully free segment aside, without a device call, so that the requests that follow
+ * are placed as by a fresh allocator holding only what is live now: a request that would make a
+ * new segment takes a parked one of exactly that size instead (stats.segment_reuses), else the
+ * device's; parked segments go back to the device when the budget or the device needs their
+ * room, and at ss_alloc_trim. They count as reserved and cached (stats.parked_bytes). */
+ss_status ss_alloc_park(ss_alloc_t *a);
 
 typedef struct ss_alloc_stats {
     uint64_t budget_bytes;
@@ -151,9 +161,16 @@ typedef struct ss_alloc_stats {
     double   clock_s;                               /* the allocator's clock now: measure mode's
                                                        (moved forward by stock syncs on the OOM
                                                        path), else the device's */
+    uint64_t parked_bytes;                          /* part of cached set aside by ss_alloc_park */
+    uint64_t segment_reuses;                        /* parked segments taken back, no device call */
 } ss_alloc_stats;
 
 ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out);
+/* *peak: the most bytes in use (live + pending) since the previous call (since creation at the
+ * first), at least the bytes in use now (*in_use, when not NULL); the window then restarts at
+ * the bytes in use now. The profiler takes one window per operator: its peak includes the
+ * temporaries the operator allocated and freed before the next one. */
+ss_status ss_alloc_window_peak(ss_alloc_t *a, uint64_t *peak, uint64_t *in_use);
 /* The configuration in effect: segment_bytes as normalised by ss_alloc_new (0 became the
  * default) and budget_bytes as enforced (a device's capacity when 0 or above it). */
 ss_status ss_alloc_get_config(const ss_alloc_t *a, ss_alloc_config *out);

@@ -67,6 +67,7 @@ typedef struct slab {
 
 struct ss_alloc {
     pthread_mutex_t mu;
+    uint64_t win_peak;            /* most bytes in use since the last ss_alloc_window_peak */
     ss_device_t *dev;             /* NULL: measure mode */
     ss_alloc_config cfg;
     uint64_t budget;
@@ -74,6 +75,9 @@ struct ss_alloc {
     uint64_t next_va;
     seg     *segs, *segs_tail;
     uint64_t nsegs;
+    seg     *parked;              /* fully free segments set aside by ss_alloc_park (still the
+                                     device's memory, in `reserved`), singly linked by next */
+    uint64_t nparked, parked_bytes;
     struct ss_block *root;        /* free treap */
     uint64_t nfree;
     ssi_rng  rng;
@@ -243,6 +247,21 @@ static void release_block(ss_alloc_t *a, struct ss_block *b, int stamp, double t
 
 /* ---- segments ---------------------------------------------------------------------------- */
 
+/* Links s (one free block, s->first) at the end of the segment list, at a fresh range of the
+ * virtual address space, and puts its block in the treap. */
+static void seg_attach(ss_alloc_t *a, seg *s) {
+    struct ss_block *b = s->first;
+    s->va = a->next_va;
+    a->next_va += s->size;
+    s->prev = a->segs_tail;
+    s->next = NULL;
+    if (a->segs_tail) a->segs_tail->next = s; else a->segs = s;
+    a->segs_tail = s;
+    a->nsegs++;
+    b->off = 0; b->size = s->size; b->prev = b->next = NULL; b->has_stamp = 0;
+    free_insert(a, b);
+}
+
 /* Reserves a segment of `size` bytes and puts it, as one free block, in the treap. Device
  * failures are returned as they are (SS_ERR_OOM from a full device included). */
 static ss_status seg_reserve(ss_alloc_t *a, uint64_t size) {
@@ -254,16 +273,10 @@ static ss_status seg_reserve(ss_alloc_t *a, uint64_t size) {
         ss_status st = ss_mem_alloc(a->dev, (size_t)size, &s->dptr);
         if (st != SS_OK) { block_kill(a, b); free(s); return st; }
     }
-    s->va = a->next_va;
-    a->next_va += size;
     s->size = size;
     s->first = b;
-    s->prev = a->segs_tail;
-    if (a->segs_tail) a->segs_tail->next = s; else a->segs = s;
-    a->segs_tail = s;
-    a->nsegs++;
-    b->sg = s; b->off = 0; b->size = size;
-    free_insert(a, b);
+    b->sg = s;
+    seg_attach(a, s);
     a->reserved += size;
     if (a->reserved > a->st.peak_reserved_bytes) a->st.peak_reserved_bytes = a->reserved;
     a->st.segment_allocs++;
@@ -298,6 +311,56 @@ static int seg_is_free(const seg *s) {
     return s->first->state == B_FREE && s->first->size == s->size;
 }
 
+/* Returns parked segment *pp to the device and unlinks it. On a device error it stays parked. */
+static ss_status parked_release(ss_alloc_t *a, seg **pp) {
+    seg *s = *pp;
+    if (a->dev) {
+        ss_status st = ss_mem_free(a->dev, s->dptr, (size_t)s->size);
+        if (st != SS_OK && st != SS_ERR_CORRUPT) {
+            SS_ERROR("alloc: returning a %" PRIu64 "-byte segment to the device failed: %s",
+                     s->size, ss_status_str(st));
+            return st;
+        }
+        if (st == SS_ERR_CORRUPT) SS_ERROR("alloc: the device found a guard overrun in a segment");
+    }
+    *pp = s->next;
+    block_kill(a, s->first);
+    a->nparked--;
+    a->parked_bytes -= s->size;
+    a->reserved -= s->size;
+    a->st.segment_frees++;
+    free(s);
+    return SS_OK;
+}
+
+/* Returns every parked segment to the device; the first device error (others still tried). */
+static ss_status parked_release_all(ss_alloc_t *a, uint64_t *released) {
+    ss_status first = SS_OK;
+    seg **pp = &a->parked;
+    while (*pp) {
+        uint64_t sz = (*pp)->size;
+        ss_status st = parked_release(a, pp);
+        if (st == SS_OK) { if (released) *released += sz; }
+        else { if (first == SS_OK) first = st; pp = &(*pp)->next; }
+    }
+    return first;
+}
+
+/* A parked segment of exactly `size` bytes back in use (no device call): 1, or 0 when none. */
+static int parked_take(ss_alloc_t *a, uint64_t size) {
+    for (seg **pp = &a->parked; *pp; pp = &(*pp)->next) {
+        seg *s = *pp;
+        if (s->size != size) continue;
+        *pp = s->next;
+        a->nparked--;
+        a->parked_bytes -= size;
+        seg_attach(a, s);
+        a->st.segment_reuses++;
+        return 1;
+    }
+    return 0;
+}
+
 /* Releases every fully free segment; returns the first device error (others still tried). */
 static ss_status trim_locked(ss_alloc_t *a, uint64_t *released) {
     ss_status first = SS_OK;
@@ -313,6 +376,8 @@ static ss_status trim_locked(ss_alloc_t *a, uint64_t *released) {
         }
         s = nx;
     }
+    ss_status pst = parked_release_all(a, &rel);
+    if (first == SS_OK) first = pst;
     if (released) *released = rel;
     return first;
 }
@@ -350,6 +415,26 @@ static struct ss_block *heap_pop(ss_alloc_t *a) {
     }
     if (n) a->heap[i] = last;
     return top;
+}
+
+/* Removes heap entry i (restoring the order around the entry moved into its place). */
+static void heap_remove_at(ss_alloc_t *a, size_t i) {
+    struct ss_block *last = a->heap[--a->heap_n];
+    if (i == a->heap_n) return;
+    size_t n = a->heap_n;
+    while (i > 0 && heap_less(last, a->heap[(i - 1) / 2])) {   /* up */
+        a->heap[i] = a->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    for (;;) {                                                 /* down */
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && heap_less(a->heap[c + 1], a->heap[c])) c++;
+        if (!heap_less(a->heap[c], last)) break;
+        a->heap[i] = a->heap[c];
+        i = c;
+    }
+    a->heap[i] = last;
 }
 
 /* A pending block becomes free; `t` is the completion time of its last pending use. */
@@ -504,6 +589,8 @@ ss_status ss_alloc_new(ss_device_t *dev, const ss_alloc_config *cfg, ss_alloc_t 
 static void free_all(ss_alloc_t *a) {
     seg *s = a->segs;
     while (s) { seg *n = s->next; free(s); s = n; }
+    s = a->parked;
+    while (s) { seg *n = s->next; free(s); s = n; }
     slab *sl = a->slabs;
     while (sl) { slab *n = sl->next; free(sl); sl = n; }
     free(a->heap);
@@ -522,7 +609,7 @@ ss_status ss_alloc_destroy(ss_alloc_t *a) {
         return SS_ERR_STATE;
     }
     ss_status st = trim_locked(a, NULL);
-    if (st != SS_OK || a->segs) {
+    if (st != SS_OK || a->segs || a->parked) {
         unlock(a);
         return st != SS_OK ? st : SS_ERR_STATE;
     }
@@ -548,11 +635,12 @@ ss_status ss_alloc_destroy_force(ss_alloc_t *a) {
                 if (st != SS_OK && first == SS_OK) first = st;
             }
     }
-    for (seg *s = a->segs; s; s = s->next)
-        if (s->dptr) {
-            ss_status st = ss_mem_free(a->dev, s->dptr, (size_t)s->size);
-            if (st != SS_OK && first == SS_OK) first = st;
-        }
+    for (int l = 0; l < 2; l++)
+        for (seg *s = l ? a->parked : a->segs; s; s = s->next)
+            if (s->dptr) {
+                ss_status st = ss_mem_free(a->dev, s->dptr, (size_t)s->size);
+                if (st != SS_OK && first == SS_OK) first = st;
+            }
     if (a->nlive) SS_WARN("alloc: destroy_force reclaimed %" PRIu64 " live blocks", a->nlive);
     unlock(a);
     free_all(a);
@@ -614,6 +702,7 @@ static struct ss_block *carve(ss_alloc_t *a, struct ss_block *f, uint64_t n) {
     a->live_bytes += n;
     uint64_t in_use = a->live_bytes + a->pending_bytes;
     if (in_use > a->st.peak_in_use_bytes) a->st.peak_in_use_bytes = in_use;
+    if (in_use > a->win_peak) a->win_peak = in_use;
     return h;
 }
 
@@ -629,12 +718,23 @@ static ss_status try_alloc(ss_alloc_t *a, uint64_t n, struct ss_block **out) {
     }
     uint64_t g = a->cfg.segment_bytes;
     uint64_t want = n <= g ? g : round_up(n, g);
-    uint64_t room = a->budget - a->reserved;
+    /* parked segments are set aside: the room is what a fresh allocator would have */
+    uint64_t room = a->budget - (a->reserved - a->parked_bytes);
     if (want > room) want = n;   /* tight budget: a segment of exactly n */
     if (want > room) return SS_ERR_OOM;
-    ss_status st = seg_reserve(a, want);
-    if (st == SS_ERR_OOM && want > n) st = seg_reserve(a, n);   /* device full: exact size */
-    if (st != SS_OK) return st;
+    ss_status st = SS_OK;
+    if (!parked_take(a, want)) {
+        /* a new device segment: parked ones go back first as far as the budget needs */
+        while (a->parked && a->reserved + want > a->budget)
+            if ((st = parked_release(a, &a->parked)) != SS_OK) return st;
+        st = seg_reserve(a, want);
+        if (st == SS_ERR_OOM && a->parked) {   /* the device is full: give it all back */
+            if ((st = parked_release_all(a, NULL)) != SS_OK) return st;
+            st = seg_reserve(a, want);
+        }
+        if (st == SS_ERR_OOM && want > n) st = seg_reserve(a, n);   /* device full: exact size */
+        if (st != SS_OK) return st;
+    }
     f = treap_best_fit(a->root, n);
     SS_ASSERT(f != NULL);
     struct ss_block *h = carve(a, f, n);
@@ -664,9 +764,12 @@ ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out) {
     if (st == SS_ERR_OOM) {
         /* 1. cached segments back to the device (and, for stock releases, wait for their
          * events as c10 does under pressure), then retry */
+        ss_status derr = SS_OK;    /* a device error on the way: returned instead of OOM */
         a->st.oom_trims++;
-        if (a->stock_head) sync_stock(a);
-        trim_locked(a, NULL);
+        if (a->stock_head && (derr = sync_stock(a)) != SS_OK)
+            SS_ERROR("alloc: waiting for the pending releases' events failed: %s", ss_status_str(derr));
+        ss_status tst = trim_locked(a, NULL);   /* trim_locked logs its own failures */
+        if (derr == SS_OK) derr = tst;
         st = try_alloc(a, need, &b);
         /* 2. the eviction callback, lock released; retry while it frees something (freed space
          * may not be contiguous, so keep asking until the callback has nothing left; the bound
@@ -680,10 +783,16 @@ ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out) {
             ss_status est = fn(user, need, &freed);
             lock(a);
             if (est != SS_OK || freed == 0) break;
-            trim_locked(a, NULL);
+            tst = trim_locked(a, NULL);
+            if (derr == SS_OK) derr = tst;
             st = try_alloc(a, need, &b);
         }
-        if (st == SS_ERR_OOM) {
+        if (st == SS_ERR_OOM && derr != SS_OK) {
+            /* the memory that could have served it is held by a failed device call */
+            SS_ERROR("alloc: a %" PRIu64 "-byte request failed: releasing memory for it failed "
+                     "on the device: %s", need, ss_status_str(derr));
+            st = derr;
+        } else if (st == SS_ERR_OOM) {
             char b1[32], b2[32], b3[32];
             a->st.oom_errors++;
             SS_INFO("alloc: out of memory for %s (budget %s, in use %s)",
@@ -816,6 +925,54 @@ ss_status ss_alloc_release_early(ss_alloc_t *a, uint64_t *bytes) {
     return st;
 }
 
+ss_status ss_alloc_release_block(ss_alloc_t *a, ss_block_t *b, uint64_t *bytes) {
+    SS_CHECK_ARG(!a || !b, "ss_alloc_release_block: NULL %s", !a ? "allocator" : "block");
+    if (bytes) *bytes = 0;
+    lock(a);
+    ss_status st = SS_OK;
+    size_t i = 0;
+    if (!block_owned(a, b) || b->magic != SS_BLOCK_MAGIC || b->state != B_DEFERRED) {
+        SS_ERROR("ss_alloc_release_block: %p is not a deferred block of this allocator", (void *)b);
+        st = SS_ERR_STATE;
+    } else {
+        while (i < a->heap_n && a->heap[i] != b) i++;
+        SS_ASSERT(i < a->heap_n);
+        uint64_t sz = b->size;
+        st = release_deferred(a, b, NULL, NULL);   /* on an error b stays pending in the heap */
+        if (st == SS_OK) {
+            heap_remove_at(a, i);
+            a->st.early_releases++;
+            if (bytes) *bytes = sz;
+        }
+    }
+    unlock(a);
+    return st;
+}
+
+ss_status ss_alloc_park(ss_alloc_t *a) {
+    SS_CHECK_ARG(!a, "ss_alloc_park: allocator is NULL");
+    lock(a);
+    seg *s = a->segs;
+    while (s) {
+        seg *nx = s->next;
+        if (seg_is_free(s)) {
+            free_remove(a, s->first);
+            s->first->state = B_FREE;
+            if (s->prev) s->prev->next = s->next; else a->segs = s->next;
+            if (s->next) s->next->prev = s->prev; else a->segs_tail = s->prev;
+            a->nsegs--;
+            s->prev = NULL;
+            s->next = a->parked;
+            a->parked = s;
+            a->nparked++;
+            a->parked_bytes += s->size;
+        }
+        s = nx;
+    }
+    unlock(a);
+    return SS_OK;
+}
+
 ss_status ss_alloc_trim(ss_alloc_t *a) {
     SS_CHECK_ARG(!a, "ss_alloc_trim: allocator is NULL");
     lock(a);
@@ -843,11 +1000,23 @@ ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out) {
     out->in_use_bytes = a->live_bytes + a->pending_bytes;
     out->pending_bytes = a->pending_bytes;
     out->reserved_bytes = a->reserved;
-    out->cached_bytes = a->free_bytes;
+    out->cached_bytes = a->free_bytes + a->parked_bytes;
     out->live_blocks = a->nlive;
     out->pending_blocks = a->heap_n + a->nstock;
-    out->segments = a->nsegs;
+    out->segments = a->nsegs + a->nparked;
+    out->parked_bytes = a->parked_bytes;
     out->clock_s = clock_now((ss_alloc_t *)a);
+    unlock(a);
+    return SS_OK;
+}
+
+ss_status ss_alloc_window_peak(ss_alloc_t *a, uint64_t *peak, uint64_t *in_use) {
+    SS_CHECK_ARG(!a || !peak, "ss_alloc_window_peak: NULL argument");
+    lock(a);
+    uint64_t now = a->live_bytes + a->pending_bytes;
+    *peak = a->win_peak > now ? a->win_peak : now;
+    if (in_use) *in_use = now;
+    a->win_peak = now;
     unlock(a);
     return SS_OK;
 }
@@ -950,12 +1119,26 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
         REQUIRE(off == s->size, "blocks sum to %" PRIu64 ", segment is %" PRIu64, off, s->size);
     }
     REQUIRE(nseg == a->nsegs, "segment count %" PRIu64 " vs %" PRIu64, nseg, a->nsegs);
+    {
+        uint64_t np = 0, pb = 0;
+        for (const seg *s = a->parked; s; s = s->next) {
+            REQUIRE(np < a->nparked, "parked list longer than its count");
+            REQUIRE(s->first && s->first->magic == SS_BLOCK_MAGIC && s->first->sg == s &&
+                    s->first->state == B_FREE && s->first->size == s->size && !s->first->next,
+                    "parked segment of %" PRIu64 " bytes is not one free block", s->size);
+            REQUIRE((s->dptr != NULL) == (a->dev != NULL), "parked segment device pointer does not match the mode");
+            np++;
+            pb += s->size;
+        }
+        REQUIRE(np == a->nparked && pb == a->parked_bytes, "parked count/bytes do not add up");
+        res += pb;
+    }
     REQUIRE(res == a->reserved, "reserved %" PRIu64 " vs segments %" PRIu64, a->reserved, res);
     REQUIRE(res <= a->budget, "reserved %" PRIu64 " above the budget", res);
     REQUIRE(live == a->live_bytes && live_n == a->nlive, "live bytes/blocks do not add up");
     REQUIRE(pend == a->pending_bytes, "pending bytes do not add up");
     REQUIRE(fr == a->free_bytes && fr_n == a->nfree, "free bytes/blocks do not add up");
-    REQUIRE(live + pend + fr == res, "in use + cached != reserved");
+    REQUIRE(live + pend + fr + a->parked_bytes == res, "in use + cached != reserved");
     REQUIRE(deferred == a->heap_n, "deferred heap holds %zu, segments %" PRIu64, a->heap_n, deferred);
     REQUIRE(stock == a->nstock, "stock queue count broken");
     for (size_t i = 0; i < a->heap_n; i++) {

@@ -3,7 +3,9 @@
  * freed and fresh blocks); copies run on one copy-engine thread per direction and take
  * latency + bytes / bandwidth (+ seeded jitter); each stream is a FIFO served by its own thread;
  * events order work across streams. In virtual-clock mode no thread is started and nothing
- * sleeps: every operation runs at once in the caller and its completion time is computed.
+ * sleeps: every operation is accounted at once in the caller and its completion time is
+ * computed; a copy's bytes move when the host's virtual clock reaches the copy's end (as on the
+ * real clock, so poisoning catches a block reused under a copy that would still be running).
  *
  * Locking: one mutex (d->mu) per device guards all queues, event states, the free list and the
  * virtual clocks. Copies (memcpy) and simulated durations (sleeps) run outside the lock.
@@ -99,6 +101,9 @@ typedef struct sim_engine {
 
 typedef struct sim_range { size_t off, len; } sim_range;
 
+/* Virtual clock: a copy whose bytes move when the host clock reaches its end. */
+typedef struct vcopy { double end; uint64_t seq; void *dst; const void *src; size_t n; } vcopy;
+
 struct sim_dev {
     pthread_mutex_t mu;
     unsigned char *arena;
@@ -112,10 +117,65 @@ struct sim_dev {
     ssi_rng rng;
     double t_open;
     double host_vt;             /* virtual clock of the host */
+    vcopy *vq;                  /* virtual clock: copies not yet landed, a min-heap on (end, seq) */
+    size_t nvq, vqcap;
+    uint64_t vseq;
 };
 
 static double sim_now_locked(sim_dev *d) { return d->virt ? d->host_vt : ssi_now() - d->t_open; }
 static double dmax(double a, double b) { return a > b ? a : b; }
+
+/* ---- virtual clock: copies land at their end ------------------------------------------------
+ * As on the real clock, a copy's bytes move at the end of its time: a reader that did not wait
+ * for it sees the old contents (poison), and a source reused (poisoned, overwritten) before the
+ * end changes what lands. The end is reached when the host clock passes it (a sync, a wait of
+ * the host stream, host-stream work); copies land in order of (end, submission), so a copy
+ * ordered after another (an H2D after the D2H it waited for) lands after it. Caller holds mu. */
+static int vq_less(const vcopy *a, const vcopy *b) {
+    return a->end < b->end || (a->end == b->end && a->seq < b->seq);
+}
+
+static void vq_land(sim_dev *d) {
+    while (d->nvq && d->vq[0].end <= d->host_vt) {
+        vcopy c = d->vq[0], last = d->vq[--d->nvq];
+        size_t i = 0, n = d->nvq;
+        for (;;) {
+            size_t k = 2 * i + 1;
+            if (k >= n) break;
+            if (k + 1 < n && vq_less(&d->vq[k + 1], &d->vq[k])) k++;
+            if (!vq_less(&d->vq[k], &last)) break;
+            d->vq[i] = d->vq[k];
+            i = k;
+        }
+        if (n) d->vq[i] = last;
+        memmove(c.dst, c.src, c.n);
+    }
+}
+
+/* Queues a copy ending at `end` (lands now if the host clock is already there). On a host
+ * memory failure the copy lands at once (as before this queue existed). */
+static void vq_push(sim_dev *d, void *dst, const void *src, size_t n, double end) {
+    if (end <= d->host_vt || ssi_grow(&d->vq, &d->vqcap, d->nvq + 1, sizeof *d->vq) != SS_OK) {
+        vq_land(d);
+        memmove(dst, src, n);
+        return;
+    }
+    vcopy c = {end, d->vseq++, dst, src, n};
+    size_t i = d->nvq++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!vq_less(&c, &d->vq[p])) break;
+        d->vq[i] = d->vq[p];
+        i = p;
+    }
+    d->vq[i] = c;
+}
+
+/* Moves the host clock forward to t (never back) and lands the copies that ended by then. */
+static void vhost_to(sim_dev *d, double t) {
+    if (t > d->host_vt) d->host_vt = t;
+    vq_land(d);
+}
 
 /* Seconds a copy of n bytes on engine e takes; draws jitter (caller holds mu). */
 static double copy_seconds(sim_dev *d, int e, size_t n, ss_copy_kind kind) {
@@ -454,7 +514,7 @@ static ss_status sim_stream_sync(void *ctx, void *sp) {
     sim_stream *s = sp;
     pthread_mutex_lock(&d->mu);
     if (d->virt) {
-        if (!s->host) d->host_vt = dmax(d->host_vt, s->vtail);
+        if (!s->host) vhost_to(d, s->vtail);
     } else if (!s->host) {
         uint64_t target = s->enq;
         while (s->fin < target) {
@@ -506,7 +566,7 @@ static double vstart(sim_dev *d, sim_stream *s) {
 }
 
 static void vset_end(sim_dev *d, sim_stream *s, double t) {
-    if (s->host) d->host_vt = t; else s->vtail = t;
+    if (s->host) vhost_to(d, t); else s->vtail = t;
 }
 
 /* Common path of every stream op: virtual clock, host stream (inline) or a queued op. */
@@ -520,7 +580,7 @@ static ss_status submit(sim_dev *d, sim_stream *s, const sim_op *tmpl) {
             double start = dmax(t, e->vfree);
             double end = start + copy_seconds(d, tmpl->eng, tmpl->n, tmpl->kind);
             e->vfree = end;
-            memmove(tmpl->dst, tmpl->src, tmpl->n);
+            vq_push(d, tmpl->dst, tmpl->src, tmpl->n, end);
             vset_end(d, s, end);
             break;
         }
@@ -618,7 +678,7 @@ static ss_status sim_event_sync(void *ctx, void *ep) {
     sim_event *e = ep;
     pthread_mutex_lock(&d->mu);
     if (d->virt) {
-        d->host_vt = dmax(d->host_vt, e->vtime);
+        vhost_to(d, e->vtime);
     } else {
         uint64_t g = e->rec_gen;
         while (e->done_gen < g) event_sleep(d, e);
@@ -685,6 +745,7 @@ static void sim_close(void *ctx) {
         if (d->eng[i].started) pthread_join(d->eng[i].th, NULL);
     if (d->arena) munmap(d->arena, d->map_len);
     free(d->freel);
+    free(d->vq);          /* copies that never landed: nobody waited for them */
     for (int i = 0; i < ENG_N; i++) pthread_cond_destroy(&d->eng[i].cv);
     pthread_mutex_destroy(&d->mu);
     free(d);

@@ -49,6 +49,8 @@ typedef struct xt {
     void    *host;
     ss_event_t *ev_out, *ev_in;
     void    *ptr_out;          /* the device pointer that was swapped out (poison) */
+    ss_block_t *blk_out;       /* X_OUT, SS_MEM_SMARTSWAP: the block pending in the allocator */
+    uint64_t out_seq;          /* order of the swap-out on the D2H stream */
     void    *ptr_in;           /* SS_MEM_FRAMEWORK: the buffer of the swap-in */
     int      poisoned;
     int      asked;            /* SS_MEM_FRAMEWORK: an SS_ACTION_ALLOC is out, not answered */
@@ -93,6 +95,9 @@ typedef struct exec {
     uint8_t     *taken; size_t cap_taken;
     okey        *otab; size_t ocap, on; uint32_t ogen;
     heap         outq, inq, freeq;
+    hitem       *late; size_t cap_late;   /* free_due: releases whose copies were late */
+    xt         **early; size_t cap_early; /* release_out_early: candidates */
+    uint64_t     out_seq;
     uint64_t     base_k, next_base;
     uint32_t     cur, fwd_end;
     int          bwd, in_iter;
@@ -497,6 +502,7 @@ static ss_status issue_out(exec *x, xt *t, ssi_handle *h, uint64_t free_k, int s
     x->rep.swapped_out_bytes += t->bytes;
     x->rep.swap_outs++;
     t->ptr_out = src;
+    t->out_seq = ++x->out_seq;
     t->poisoned = 0;
     if (t->ev_in) { ev_put(x, t->ev_in); t->ev_in = NULL; }
     if (sync) {
@@ -516,11 +522,11 @@ static ss_status issue_out(exec *x, xt *t, ssi_handle *h, uint64_t free_k, int s
         ss_block_t *b = h->block;
         if ((st = ss_alloc_free_at(x->alloc, b, free_k, t->ev_out, 0))) return st;
         h->block = NULL;
+        t->blk_out = x->stock ? NULL : b;
         if (x->stock) {
-            /* the allocator polls the event on later allocations: the block is no longer ours.
-             * Only the virtual clock has moved the bytes already, so only it can poison now. */
-            if (x->poison && x->virt && ss_mem_poison(x->dev, src, (size_t)t->bytes) == SS_OK)
-                t->poisoned = 1;
+            /* the allocator polls the event on later allocations: the block is no longer ours,
+             * and its copy may still be reading it (on the virtual clock too: its bytes move at
+             * the copy's end), so it is not poisoned here */
             t->state = X_HOST;
             t->counted = 1;
             x->ctx->swapped += t->bytes;
@@ -596,7 +602,6 @@ fail:
 static ss_status free_due(exec *x, uint64_t k) {
     ss_status st = SS_OK;
     size_t mark = 0;
-    hitem done[64];
     while (x->freeq.n && x->freeq.a[0].k1 <= k) {
         hitem it = heap_pop(&x->freeq);
         xt *t = xt_of(x, it.hv);
@@ -615,9 +620,12 @@ static ss_status free_due(exec *x, uint64_t k) {
             if (ss_event_query(x->dev, t->ev_out, &ok) == SS_OK && ok &&
                 ss_mem_poison(x->dev, t->ptr_out, (size_t)t->bytes) == SS_OK)
                 t->poisoned = 1;
-            else if (mark < 64)
-                done[mark++] = it;
+            else if (ssi_grow(&x->late, &x->cap_late, mark + 1, sizeof *x->late) == SS_OK)
+                x->late[mark++] = it;
+            else if (!st)
+                st = SS_ERR_HOST_OOM;   /* cannot remember it: not poisoned, and said so */
         }
+        t->blk_out = NULL;   /* released by the reach below */
         t->state = X_HOST;
         t->counted = 1;
         x->ctx->swapped += t->bytes;
@@ -628,7 +636,7 @@ static ss_status free_due(exec *x, uint64_t k) {
         /* copies that were late: reach ordered the compute stream after them; poison those the
          * host can now see complete (before any later allocation on this thread reuses them) */
         for (size_t i = 0; i < mark; i++) {
-            xt *t = xt_of(x, done[i].hv);
+            xt *t = xt_of(x, x->late[i].hv);
             int ok = 0;
             if (t && !t->poisoned && ss_event_query(x->dev, t->ev_out, &ok) == SS_OK && ok &&
                 ss_mem_poison(x->dev, t->ptr_out, (size_t)t->bytes) == SS_OK)
@@ -705,27 +713,54 @@ static double next_use(exec *x, const xt *t) {
 }
 
 /* Out of memory, first resort: tensors already being swapped out (X_OUT) hold device blocks
- * that the allocator releases only at their planned operator. Wait for their copies, poison
- * them (still ours: nothing can reuse them before the release below), count them as swapped,
- * and have the allocator release them all now. Cheaper than evicting a resident tensor, which
- * needs a copy of its own. Sets *freed to the bytes released. */
-static void release_out_early(exec *x, uint64_t *freed) {
+ * that the allocator releases only at their planned operator. Those whose copies are done are
+ * released now (one query each, no wait); if that is less than `need`, the copies still running
+ * are waited for one at a time, oldest first (the D2H stream runs them in that order, so each
+ * wait is the shortest possible), until `need` is met: a swap-out that is not needed keeps
+ * running. Each block is poisoned before it goes back (still ours: its copy is done and nothing
+ * can reuse it before the release). Cheaper than evicting a resident tensor, which needs a copy
+ * of its own. Adds the bytes released to *freed. */
+static int out_seq_less(const void *a, const void *b) {
+    const xt *x = *(const xt *const *)a, *y = *(const xt *const *)b;
+    return x->out_seq < y->out_seq ? -1 : x->out_seq > y->out_seq;
+}
+
+static void release_one_early(exec *x, xt *t, uint64_t *freed) {
+    if (x->poison && !t->poisoned && ss_mem_poison(x->dev, t->ptr_out, (size_t)t->bytes) == SS_OK)
+        t->poisoned = 1;
+    uint64_t rel = 0;
+    if (ss_alloc_release_block(x->alloc, t->blk_out, &rel) != SS_OK) return;   /* stays X_OUT */
+    t->blk_out = NULL;
+    t->state = X_HOST;
+    t->counted = 1;
+    x->ctx->swapped += t->bytes;
+    x->rep.early_freed += rel;
+    *freed += rel;
+}
+
+static void release_out_early(exec *x, uint64_t need, uint64_t *freed) {
     if (x->owner != SS_MEM_SMARTSWAP || x->stock || !x->alloc) return;
-    uint32_t n = 0;
+    size_t n = 0;
     for (xt *t = x->head; t; t = t->next) {
-        if (t->state != X_OUT) continue;
-        if (ss_event_sync(x->dev, t->ev_out) != SS_OK) return;   /* cannot tell: keep all */
-        n++;
+        if (t->state != X_OUT || !t->blk_out || !t->ev_out) continue;
+        int ok = 0;
+        if (ss_event_query(x->dev, t->ev_out, &ok) == SS_OK && ok) { release_one_early(x, t, freed); continue; }
+        if (ssi_grow(&x->early, &x->cap_early, n + 1, sizeof *x->early) != SS_OK) break;
+        x->early[n++] = t;
     }
-    if (!n) return;
-    for (xt *t = x->head; t; t = t->next) {
-        if (t->state != X_OUT) continue;
-        if (x->poison && !t->poisoned && ss_mem_poison(x->dev, t->ptr_out, (size_t)t->bytes) == SS_OK)
-            t->poisoned = 1;
-        t->state = X_HOST;
-        t->counted = 1;
-        x->ctx->swapped += t->bytes;
+    if (*freed >= need) return;
+    if (n) qsort(x->early, n, sizeof *x->early, out_seq_less);
+    for (size_t i = 0; i < n && *freed < need; i++) {
+        xt *t = x->early[i];
+        if (ss_event_sync(x->dev, t->ev_out) != SS_OK) return;   /* cannot tell: keep the rest */
+        release_one_early(x, t, freed);
     }
+    if (*freed >= need) return;
+    /* still short: the deferred blocks no tensor of ours tracks any more (a tensor released, or
+     * loaded back, while its swap-out was pending) go too, each after its copy; only when every
+     * tracked one is released, so that none of ours is freed behind its back */
+    for (xt *t = x->head; t; t = t->next)
+        if (t->state == X_OUT && t->blk_out) return;
     uint64_t rel = 0;
     (void)ss_alloc_release_early(x->alloc, &rel);
     x->rep.early_freed += rel;
@@ -735,7 +770,7 @@ static void release_out_early(exec *x, uint64_t *freed) {
 static ss_status evict_locked(exec *x, uint64_t need, uint64_t *freed) {
     ss_ctx_t *ctx = x->ctx;
     *freed = 0;
-    release_out_early(x, freed);
+    release_out_early(x, need, freed);
     while (*freed < need) {
         xt *best = NULL;
         double bu = -1;
@@ -837,14 +872,17 @@ static ss_status x_iter_begin(void *self, ss_ctx_t *ctx, const ss_plan *plan) {
     exec *x = self;
     tl_held = ctx;
     x->plan = x->mode == SS_SWAP_SMARTSWAP ? (x->fixed ? x->fixed : plan) : NULL;
-    /* A planned iteration starts from the allocator state the plan was simulated from: only
+    /* A planned iteration starts from the allocator state its plan was simulated from: only
      * what is live now (ssi_sim_run starts a fresh allocator). Segments cached from the
-     * previous iteration carry its layout; a plan close to the budget (pruned) then found
-     * its large requests split across them and took the out-of-memory path in every Stable
+     * previous iteration carry its layout; a plan close to the budget (pruned) then found its
+     * large requests split across them and took the out-of-memory path in every Stable
      * iteration after the first (bench-recordstream: 11 evictions, stall above the
-     * prediction). Fully free segments go back here. */
+     * prediction). Fully free segments are parked here: set aside with no device call and
+     * taken back when a request would make a new segment of their size, so the layout is a
+     * fresh allocator's. (They were trimmed here before: on CUDA each cudaFree synchronises
+     * the device, and every planned iteration reserved them all again.) */
     if (x->alloc && x->owner == SS_MEM_SMARTSWAP && x->plan && x->plan->nentries)
-        (void)ss_alloc_trim(x->alloc);
+        (void)ss_alloc_park(x->alloc);
     x->base_k = x->next_base;
     x->cur = 0;
     x->fwd_end = 0;
@@ -987,7 +1025,15 @@ static ss_status x_load(void *self, ss_ctx_t *ctx, uint64_t hv, ssi_handle *h, s
             st = issue_in(x, t, h, fb);
             if (st) { ss_mem_free(x->dev, fb, (size_t)t->bytes); t->fallback = 0; }
         } else {
+            int from_out = t->state == X_OUT;
             st = issue_in(x, t, h, NULL);
+            if (!st && from_out) {
+                /* the allocator's pending block still refers to ev_out until free_k: it goes
+                 * back to the pool only then, and t records later copies in a fresh event */
+                ev_defer(x, t->ev_out, t->free_k);
+                t->ev_out = NULL;
+                t->blk_out = NULL;
+            }
             if (st == SS_ERR_OOM)
                 SS_ERROR("exec: no device memory to bring a swapped tensor of %llu bytes back "
                          "(budget too small for what the operator needs at once)",
@@ -1191,7 +1237,7 @@ static void x_destroy(void *self) {
     if (x->own_pool && x->pool) ss_hostpool_destroy(x->pool);
     free(x->evall); free(x->evfree); free(x->evdef);
     free(x->nmap); free(x->feat); free(x->ent_of); free(x->tent); free(x->sorted); free(x->taken); free(x->otab);
-    free(x->outq.a); free(x->inq.a); free(x->freeq.a);
+    free(x->outq.a); free(x->inq.a); free(x->freeq.a); free(x->late); free(x->early);
     ssi_timeline_free(&x->tl);
     ssi_timeline_free(&x->tl_last);
     free(x);

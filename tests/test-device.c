@@ -42,6 +42,13 @@ static void fill(unsigned char *p, size_t n, unsigned seed) {
     for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 31u + seed * 7u + (i >> 8));
 }
 
+/* 1 when p holds fill(p, n, seed)'s bytes. */
+static int check(const unsigned char *p, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (unsigned char)(i * 31u + seed * 7u + (i >> 8))) return 0;
+    return 1;
+}
+
 /* A backend configuration of the conformance suite. */
 typedef struct backend {
     const char *label;
@@ -637,6 +644,72 @@ static void t_sim_virtual_deterministic(void) {
     CHECK(memcmp(j1, j3, sizeof a) != 0);
 }
 
+/* Virtual clock: a copy's bytes move at its end, as on the real clock. Before the host clock
+ * reaches the end the destination still holds its old contents; a source poisoned before the
+ * end lands as poison (what lets poisoning catch a block reused under its swap-out); copies
+ * ordered one after another land in that order (an H2D after the D2H it waited for). */
+static void t_sim_virtual_copy_lands_at_end(void) {
+    ss_options o = sim_opts(1);
+    ss_device_t *dev = NULL;
+    CHECK_OK(ss_device_open("cpu-sim", &o, &dev));
+    if (!dev) return;
+    size_t n = 1u << 20;                     /* 1 MiB at 4 GB/s + 5 us: 267 us */
+    void *d = NULL, *d2 = NULL;
+    unsigned char *h = malloc(n), *h2 = malloc(n);
+    CHECK_OK(ss_mem_alloc(dev, n, &d));
+    CHECK_OK(ss_mem_alloc(dev, n, &d2));
+    ss_stream_t *out = NULL, *in = NULL, *host = NULL;
+    ss_event_t *e_out = NULL, *e_in = NULL;
+    CHECK_OK(ss_stream_new(dev, &out));
+    CHECK_OK(ss_stream_new(dev, &in));
+    CHECK_OK(ss_stream_wrap(dev, NULL, &host));
+    CHECK_OK(ss_event_new(dev, &e_out));
+    CHECK_OK(ss_event_new(dev, &e_in));
+    if (!h || !h2 || !d || !d2 || !out || !in || !host || !e_out || !e_in) return;
+    memset(h, 0x11, n);
+    memset(h2, 0x22, n);
+    fill(d, n, 7);
+    /* 1. the destination keeps its old bytes until the end; the source read at the end */
+    CHECK_OK(ss_copy_async(dev, out, h, d, n, SS_COPY_D2H));
+    CHECK_OK(ss_event_record(dev, e_out, out));
+    int done = 1;
+    CHECK_OK(ss_event_query(dev, e_out, &done));
+    CHECK(!done);
+    CHECK(h[0] == 0x11 && h[n - 1] == 0x11);          /* not landed yet */
+    CHECK_OK(ss_event_sync(dev, e_out));
+    CHECK(check(h, n, 7));                             /* landed at the end */
+    /* 2. a source poisoned before the copy's end lands as poison */
+    fill(d, n, 9);
+    CHECK_OK(ss_copy_async(dev, out, h, d, n, SS_COPY_D2H));
+    CHECK_OK(ss_event_record(dev, e_out, out));
+    CHECK_OK(ss_mem_poison(dev, d, n));               /* "reused" before the copy ended */
+    CHECK_OK(ss_event_sync(dev, e_out));
+    uint32_t w;
+    memcpy(&w, h, 4);
+    CHECK_EQ_U64(w, SS_POISON_WORD);
+    CHECK(!check(h, n, 9));
+    /* 3. an H2D ordered after a D2H lands after it: the round trip carries the bytes */
+    fill(d, n, 13);
+    CHECK_OK(ss_copy_async(dev, out, h2, d, n, SS_COPY_D2H));
+    CHECK_OK(ss_event_record(dev, e_out, out));
+    CHECK_OK(ss_event_wait(dev, in, e_out));
+    CHECK_OK(ss_copy_async(dev, in, d2, h2, n, SS_COPY_H2D));
+    CHECK_OK(ss_event_record(dev, e_in, in));
+    CHECK_OK(ss_event_wait(dev, host, e_in));         /* the host stream waits: clock moves */
+    CHECK(check(d2, n, 13));
+    CHECK(check(h2, n, 13));
+    CHECK_OK(ss_stream_free(dev, out));
+    CHECK_OK(ss_stream_free(dev, in));
+    CHECK_OK(ss_stream_free(dev, host));
+    CHECK_OK(ss_event_free(dev, e_out));
+    CHECK_OK(ss_event_free(dev, e_in));
+    CHECK_OK(ss_mem_free(dev, d, n));
+    CHECK_OK(ss_mem_free(dev, d2, n));
+    free(h);
+    free(h2);
+    CHECK_OK(ss_device_close(dev));
+}
+
 /* Real clock: copies in the two directions overlap each other and compute; two copies in the
  * same direction share one engine. Margins are wide: the assertions hold on a loaded machine. */
 static void t_sim_real_overlap(void) {
@@ -784,6 +857,7 @@ int main(void) {
     RUN(t_sim_poison_unaligned);
     RUN(t_sim_host_stream);
     RUN(t_sim_virtual_deterministic);
+    RUN(t_sim_virtual_copy_lands_at_end);
     RUN(t_sim_real_overlap);
     RUN(t_sim_jitter);
     RUN(t_device_list);
