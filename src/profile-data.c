@@ -219,7 +219,7 @@ int ssi_profile_equal(const ss_profile *a, const ss_profile *b) {
     for (uint32_t i = 0; i < a->nops; i++) {
         const ss_prof_op *x = &a->ops[i], *y = &b->ops[i];
         if (x->name != y->name || x->phase != y->phase || x->site != y->site ||
-            x->mem_after != y->mem_after || x->flops != y->flops || x->seconds != y->seconds)
+            x->mem_after != y->mem_after || x->mem_peak != y->mem_peak || x->flops != y->flops || x->seconds != y->seconds)
             return 0;
     }
     for (uint32_t t = 0; t < a->ntensors; t++) {

@@ -89,6 +89,10 @@ ss_status ssi_rec_start(ss_ctx_t *ctx) {
     uint32_t nn = atomic_load_explicit(&ctx->nnames, memory_order_relaxed);
     if ((st = ssi_ctx_sync_names(ctx, ctx->st.rec, nn))) return st;
     ctx->st.rec->base_bytes = ssi_ctx_mem_now(ctx);
+    if (!ctx->mem_reported && ctx->alloc) {   /* the first operator's window starts here */
+        uint64_t hw;
+        (void)ss_alloc_window_peak(ctx->alloc, &hw, NULL);
+    }
     ctx->st.rec_t = 0;
     ssi_fmt(ctx->st.rec->desc, sizeof ctx->st.rec->desc, "smartswap detailed profile, iteration %llu",
             (unsigned long long)ctx->iter);
@@ -109,13 +113,26 @@ static void rec_time(ss_ctx_t *ctx, ss_profile *p) {
     ctx->st.rec_ov = ov;
 }
 
+/* Closes the last recorded operator: its mem_after (the bytes in use now) and mem_peak (that
+ * plus how far the allocator's bytes in use rose above now since the operator began: the
+ * temporaries it allocated and freed). Starts the next operator's window. Returns mem_after. */
+static uint64_t rec_close(ss_ctx_t *ctx, ss_profile *p) {
+    uint64_t mem = ssi_ctx_mem_now(ctx), hw = 0, now = 0, peak = mem;
+    if (!ctx->mem_reported && ctx->alloc && ss_alloc_window_peak(ctx->alloc, &hw, &now) == SS_OK && hw > now)
+        peak = mem + (hw - now);
+    if (p->nops) {
+        p->ops[p->nops - 1].mem_after = mem;
+        p->ops[p->nops - 1].mem_peak = peak;
+    }
+    return mem;
+}
+
 ss_status ssi_rec_op(ss_ctx_t *ctx, uint32_t id, uint64_t site) {
     ss_profile *p = ctx->st.rec;
     ss_status st;
     rec_time(ctx, p);
     if (id >= p->nnames && (st = ssi_ctx_sync_names(ctx, p, id + 1))) return st;
-    uint64_t mem = ssi_ctx_mem_now(ctx);
-    if (p->nops) p->ops[p->nops - 1].mem_after = mem;
+    uint64_t mem = rec_close(ctx, p);
     ss_prof_op o = {0};
     o.name = id;
     o.phase = (uint32_t)ctx->phase;
@@ -155,7 +172,7 @@ ss_status ssi_rec_release(ss_ctx_t *ctx, uint32_t ord, uint32_t op) {
 
 ss_status ssi_rec_finish(ss_ctx_t *ctx, uint64_t seq_hash, uint64_t size_sig, double seconds) {
     ss_profile *p = ctx->st.rec;
-    if (p->nops) p->ops[p->nops - 1].mem_after = ssi_ctx_mem_now(ctx);
+    rec_close(ctx, p);
     rec_time(ctx, p);
     p->seq_hash = seq_hash;
     p->size_sig = size_sig;

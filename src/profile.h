@@ -33,6 +33,9 @@ typedef struct ss_prof_op {
     uint32_t phase;       /* ss_phase */
     uint64_t site;        /* call-site hash (0 when the caller gives none) */
     uint64_t mem_after;   /* device bytes in use after the op, as if nothing were swapped */
+    uint64_t mem_peak;    /* the most device bytes in use during the op, on the same measure,
+                             temporaries it allocated and freed included; 0 = not measured
+                             (the op's level in the byte model stands for it) */
     double   flops;       /* FLOPs of the op; 0 = unknown */
     double   seconds;     /* measured or estimated duration; 0 = unknown */
 } ss_prof_op;

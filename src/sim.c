@@ -144,7 +144,20 @@ ss_status ssi_sim_other(const ss_profile *p, uint64_t *other) {
     return SS_OK;
 }
 
-ss_status ssi_sim_levels(const ss_profile *p, uint64_t *level) {
+static ss_status levels(const ss_profile *p, uint64_t *level, int with_temps);
+
+ss_status ssi_sim_levels(const ss_profile *p, uint64_t *level) { return levels(p, level, 1); }
+
+ss_status ssi_sim_temps(const ss_profile *p, uint64_t *temp) {
+    ss_status st = levels(p, temp, 0);
+    for (uint32_t i = 0; !st && i < p->nops; i++) {
+        uint64_t pk = p->ops[i].mem_peak ? ssi_round_block(p->ops[i].mem_peak) : 0;
+        temp[i] = pk > temp[i] ? pk - temp[i] : 0;
+    }
+    return st;
+}
+
+static ss_status levels(const ss_profile *p, uint64_t *level, int with_temps) {
     if (!p || (!level && p->nops)) return SS_ERR_INVALID;
     uint32_t n = p->nops;
     if (n == 0) return SS_OK;
@@ -169,6 +182,8 @@ ss_status ssi_sim_levels(const ss_profile *p, uint64_t *level) {
         uint64_t held = o > oprev ? o : oprev;
         oprev = o;
         level[i] = base + held + (uint64_t)live;
+        uint64_t pk = with_temps && p->ops[i].mem_peak ? ssi_round_block(p->ops[i].mem_peak) : 0;
+        if (pk > level[i]) level[i] = pk;
     }
     free(d);
     return SS_OK;
@@ -306,6 +321,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     ss_status st = SS_OK;
     double *dur = malloc(((size_t)n + 1) * sizeof *dur);
     uint64_t *other = malloc(((size_t)n + 1) * sizeof *other);
+    uint64_t *temp = malloc(((size_t)n + 1) * sizeof *temp);
     uint32_t *ent_of = malloc(((size_t)nt + 1) * sizeof *ent_of);
     uint32_t *keys = calloc((size_t)(nt > ne ? nt : ne) + 1, sizeof *keys);
     ss_block_t **blk = calloc((size_t)nt + 1, sizeof *blk);
@@ -325,7 +341,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
         r->op_mem = calloc((size_t)n + 1, sizeof *r->op_mem);
     }
     simst s = {0};
-    if (!dur || !other || !ent_of || !keys || !blk || !held || !pend || !pref || !oblk || !ohld ||
+    if (!dur || !other || !temp || !ent_of || !keys || !blk || !held || !pend || !pref || !oblk || !ohld ||
         !r->layers ||
         !r->t_out_done || !r->t_in_done || !r->t_use ||
         (c->record_ops && (!r->op_start || !r->op_mem))) {
@@ -338,6 +354,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     if ((st = validate_plan(p, plan, ent_of, err, err_len))) goto out;
     if ((st = ssi_sim_op_times(p, &c->time, dur, err, err_len))) goto out;
     if ((st = ssi_sim_other(p, other))) goto out;
+    if ((st = ssi_sim_temps(p, temp))) goto out;
     /* buckets */
     for (uint32_t t = 0; t < nt; t++) keys[t] = p->tensors[t].producer;
     if ((st = bucket_build(&prod, n, nt, keys))) goto out;
@@ -443,9 +460,14 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
             if ((st = sim_alloc(&s, want - other_held, &oblk[onum], &ohld[onum]))) goto out;
             other_held += ohld[onum++];
         }
+        /* 5c. the temporaries op i allocates and frees while it runs (a measured peak) */
+        ss_block_t *tblk = NULL;
+        uint64_t thld = 0;
+        if (temp[i] && (st = sim_alloc(&s, temp[i], &tblk, &thld))) goto out;
         if (s.cur > peak) peak = s.cur;
         if (s.cur > ly->peak_bytes) ly->peak_bytes = s.cur;
         if (c->record_ops) { r->op_start[i] = t; r->op_mem[i] = s.cur; }
+        if (thld && (st = sim_free(&s, tblk, thld))) goto out;
         /* 6. run */
         t += dur[i];
         r->compute_s += dur[i];
@@ -515,7 +537,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     if (ss_alloc_destroy(s.a) == SS_OK) s.a = NULL;
 out:
     if (s.a) ss_alloc_destroy_force(s.a);
-    free(dur); free(other); free(ent_of); free(keys); free(blk); free(held); free(pend); free(pref);
+    free(dur); free(other); free(temp); free(ent_of); free(keys); free(blk); free(held); free(pend); free(pref);
     free(oblk); free(ohld);
     bucket_free(&prod); bucket_free(&rel); bucket_free(&bin); bucket_free(&buse);
     bucket_free(&bout); bucket_free(&bfree);

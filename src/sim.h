@@ -66,6 +66,10 @@ ss_status ssi_sim_other(const ss_profile *p, uint64_t *other);
 /* level[i] = device bytes in use while op i runs, with no swaps: rounded base + rounded other[i]
  * + rounded bytes of every tensor with producer <= i <= release. level[] has nops entries. */
 ss_status ssi_sim_levels(const ss_profile *p, uint64_t *level);
+/* temp[i] = how far op i's measured peak (mem_peak, rounded) rises above that level: the
+ * temporaries it allocates and frees while it runs (0 where not measured). ssi_sim_levels'
+ * levels include them; the full simulation holds one block of temp[i] bytes while op i runs. */
+ss_status ssi_sim_temps(const ss_profile *p, uint64_t *temp);
 
 /* ---- the full simulation ------------------------------------------------------------------- */
 
