@@ -41,7 +41,7 @@ _DTYPE = {
     torch.bool: L.DTYPE_BOOL,
 }
 _NACT = 64
-PLAN_MARGIN = 0.05
+PLAN_MARGIN = 0.10
 _INPLACE_MSG = ("one of the variables needed for gradient computation has been modified by an "
                 "inplace operation: [{kind} {shape}] is at version {now}; expected version {then} "
                 "instead (smartswap keeps autograd's in-place check for saved tensors). Hint: "
