@@ -22,7 +22,7 @@ Then the profiler overheads the paper compares, as % of the step time of the sam
   torch.profiler  a step under torch.profiler.profile(record_shapes, profile_memory,
               with_stack) over one without (seed: 219.7 %)
 
-    python3 bench/torch_compare.py [--hidden 256] [--layers 4] [--seq 128] [--batch 4]
+    python3 bench/torch_compare.py [--hidden 512] [--layers 4] [--seq 128] [--batch 4]
         [--steps 8] [--device cpu|cuda] [--dtype float32|bfloat16] [--budget BYTES|quarter]
         [--json FILE]
 """
@@ -51,10 +51,11 @@ import smartswap  # noqa: E402
 def build(args, device, dtype):
     import transformers
     cfg = transformers.LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden,
-                                   intermediate_size=args.hidden * 8 // 3 // 64 * 64 or 64,
+                                   intermediate_size=args.intermediate or
+                                   max(64, args.hidden * 8 // 3 // 64 * 64),
                                    num_hidden_layers=args.layers,
-                                   num_attention_heads=max(1, args.hidden // 64),
-                                   num_key_value_heads=max(1, args.hidden // 128),
+                                   num_attention_heads=args.heads or max(1, args.hidden // 64),
+                                   num_key_value_heads=args.kv_heads or max(1, args.hidden // 128),
                                    max_position_embeddings=max(args.seq, 128))
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -300,8 +301,11 @@ def _count(ss):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=0, help="0: hidden / 64")
+    ap.add_argument("--kv-heads", type=int, default=0, help="0: hidden / 128")
+    ap.add_argument("--intermediate", type=int, default=0, help="0: about 8/3 of hidden")
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=2048)

@@ -31,3 +31,7 @@ try:   # no example database in the tree (CI runs from a fresh clone)
     settings.load_profile("smartswap")
 except ImportError:
     pass
+
+if os.environ.get("SMARTSWAP_DETERMINISTIC") == "1":   # bench/gpu-torch.sh
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
