@@ -633,10 +633,8 @@ class SmartSwap:
         if self._t is None:
             return
         with self._lock:
-            for e in list(self._entries.values()):
-                if e.st is None:
-                    # its bytes are on the host only: bring them back before the host goes
-                    pass
+            # packed tensors still alive whose bytes are on the host only cannot be unpacked
+            # afterwards (unpack raises): close after backward
             t, self._t = self._t, None
             self._lib.ss_torch_close(t)
             self._entries.clear()
