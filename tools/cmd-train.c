@@ -75,7 +75,7 @@ static void usage(FILE *f) {
             "  --plan-headroom F smartswap: plan for the budget less F x (budget - state); that part absorbs\n"
             "                    the allocator's fragmentation, which the planner underestimates (default 0.05)\n"
             "  --segment SIZE    allocator segment size (default with --budget: (budget - state)/32 as a power\n"
-            "                    of two, 4KiB..2MiB; else 2MiB)\n"
+            "                    of two, 256B..2MiB; else 2MiB)\n"
             "link (cpu-sim, swapping modes):\n"
             "  --ratio-scale X   multiply the reference copy:compute ratio (Llama-2-7B on H200 over 55 GB/s,\n"
             "                    1.131); e.g. 0.122 for a 450 GB/s NVLink-C2C-class link (default 1)\n"
