@@ -12,7 +12,14 @@ typedef struct ss_backend {
     uint64_t     free_errs;
 } ss_backend;
 
-static int ssb_alloc(void *user, size_t bytes, void **ptr, void **impl, char *err, size_t errlen) {
+/* Weights, gradients, optimizer state and constants live across steps; the rest is per step. */
+static ss_lifetime lifetime_of(int kind) {
+    return kind == GPT_MEM_ACT || kind == GPT_MEM_AGRAD || kind == GPT_MEM_TEMP
+               ? SS_LIFETIME_ITERATION : SS_LIFETIME_PERSISTENT;
+}
+
+static int ssb_alloc_kind(void *user, size_t bytes, int kind, void **ptr, void **impl, char *err,
+                          size_t errlen) {
     ss_backend *s = user;
     if (s->free_err != SS_OK) {
         /* a release failed (a block freed twice, or a guard overrun found by the device): the
@@ -22,19 +29,29 @@ static int ssb_alloc(void *user, size_t bytes, void **ptr, void **impl, char *er
         return 1;
     }
     ss_block_t *b = NULL;
-    ss_status st = ss_alloc_malloc(s->alloc, bytes, &b);
+    ss_status st = ss_alloc_malloc_tagged(s->alloc, bytes, lifetime_of(kind), &b);
     if (st != SS_OK) {
-        ss_alloc_stats as;
-        memset(&as, 0, sizeof as);
-        ss_alloc_get_stats(s->alloc, &as);
-        snprintf(err, errlen, "ss_alloc_malloc: %s (allocator: %llu bytes in use, %llu reserved, budget %llu)",
-                 ss_status_str(st), (unsigned long long)as.in_use_bytes, (unsigned long long)as.reserved_bytes,
-                 (unsigned long long)as.budget_bytes);
+        char why[320] = "";
+        if (st == SS_ERR_OOM) ss_alloc_last_oom(s->alloc, why, sizeof why);
+        if (why[0]) {
+            snprintf(err, errlen, "ss_alloc_malloc: %s", why);
+        } else {
+            ss_alloc_stats as;
+            memset(&as, 0, sizeof as);
+            ss_alloc_get_stats(s->alloc, &as);
+            snprintf(err, errlen, "ss_alloc_malloc: %s (allocator: %llu bytes in use, %llu reserved, budget %llu)",
+                     ss_status_str(st), (unsigned long long)as.in_use_bytes, (unsigned long long)as.reserved_bytes,
+                     (unsigned long long)as.budget_bytes);
+        }
         return 1;
     }
     *ptr = ss_block_ptr(b);
     *impl = b;
     return 0;
+}
+
+static int ssb_alloc(void *user, size_t bytes, void **ptr, void **impl, char *err, size_t errlen) {
+    return ssb_alloc_kind(user, bytes, GPT_MEM_ACT, ptr, impl, err, errlen);
 }
 
 static void ssb_free(void *user, void *ptr, void *impl) {
@@ -91,6 +108,7 @@ int gpt_mem_init_ss_ex(gpt_mem *m, const char *name, const ss_options *opts, uin
     ss_alloc_config c = ss_alloc_config_default();
     c.budget_bytes = budget;
     if (segment_bytes) c.segment_bytes = segment_bytes;
+    c.granule_bytes = o.granule_bytes;   /* option granule (SMARTSWAP_GRANULE): 0 = segments */
     st = ss_alloc_new(s->dev, &c, &s->alloc);
     if (st != SS_OK) {
         snprintf(err, errlen, "cannot create the allocator on '%s': %s", name, ss_status_str(st));
@@ -98,7 +116,7 @@ int gpt_mem_init_ss_ex(gpt_mem *m, const char *name, const ss_options *opts, uin
         free(s);
         return 1;
     }
-    gpt_mem_backend be = {"smartswap-alloc", s, ssb_alloc, ssb_free, ssb_destroy};
+    gpt_mem_backend be = {"smartswap-alloc", s, ssb_alloc, ssb_free, ssb_destroy, ssb_alloc_kind};
     gpt_mem_init_backend(m, &be, budget);
     return 0;
 }

@@ -32,7 +32,7 @@ void gpt_mem_init_backend(gpt_mem *m, const gpt_mem_backend *be, uint64_t budget
 }
 
 void gpt_mem_init_malloc(gpt_mem *m, uint64_t budget) {
-    gpt_mem_backend be = {"malloc", NULL, malloc_alloc, malloc_free, NULL};
+    gpt_mem_backend be = {"malloc", NULL, malloc_alloc, malloc_free, NULL, NULL};
     gpt_mem_init_backend(m, &be, budget);
 }
 
@@ -59,8 +59,9 @@ gpt_buf *gpt_mem_alloc(gpt_mem *m, const char *name, size_t bytes, gpt_mem_kind 
     }
     gpt_buf *bf = calloc(1, sizeof *bf);
     if (!bf) { snprintf(m->err, sizeof m->err, "host malloc failed for '%s'", name); return NULL; }
-    char berr[160] = "";
-    if (m->be.alloc(m->be.user, bytes, &bf->ptr, &bf->impl, berr, sizeof berr)) {
+    char berr[400] = "";
+    if (m->be.alloc_kind ? m->be.alloc_kind(m->be.user, bytes, (int)kind, &bf->ptr, &bf->impl, berr, sizeof berr)
+                         : m->be.alloc(m->be.user, bytes, &bf->ptr, &bf->impl, berr, sizeof berr)) {
         snprintf(m->err, sizeof m->err, "allocating '%s' (%s) from %s: %s", name,
                  gpt_fmt_bytes(bytes, a, sizeof a), m->be.name, berr);
         free(bf);

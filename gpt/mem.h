@@ -54,6 +54,11 @@ typedef struct gpt_mem_backend {
     int  (*alloc)(void *user, size_t bytes, void **ptr, void **impl, char *err, size_t errlen);
     void (*free)(void *user, void *ptr, void *impl);
     void (*destroy)(void *user);   /* may be NULL */
+    /* (optional; NULL: alloc) alloc with the buffer's gpt_mem_kind, so that the backend can
+     * place persistent memory (weights, gradients, optimizer state, constants) apart from
+     * per-step memory (activations, their gradients, temporaries) */
+    int  (*alloc_kind)(void *user, size_t bytes, int kind, void **ptr, void **impl, char *err,
+                       size_t errlen);
 } gpt_mem_backend;
 
 typedef struct gpt_mem {
@@ -64,7 +69,7 @@ typedef struct gpt_mem {
     uint64_t kind_peak[GPT_MEM_KIND_COUNT];
     uint64_t act_in_use, act_peak;           /* ACT + AGRAD + TEMP */
     uint64_t allocs, frees, live;
-    char     err[256];
+    char     err[512];
 } gpt_mem;
 
 /* Plain malloc (64-byte aligned, uninitialised) under budget (0 = unlimited). */

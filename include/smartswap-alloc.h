@@ -44,7 +44,21 @@ typedef struct ss_alloc_config {
     uint64_t segment_bytes;  /* reservation granularity: small requests share segments of this
                                 size; larger ones get a segment of their own (default 2 MiB) */
     int      release_mode;   /* ss_release_mode for blocks freed with a pending use */
+    uint64_t granule_bytes;  /* 0: plain segments (above). Else virtual-memory segments: address
+                                space reserved once, physical granules of this size mapped on
+                                demand (docs/allocator.md); raised to budget / 16384 and to a
+                                multiple of the device's vm_granularity. A device without
+                                virtual memory keeps plain segments (with a warning); measure
+                                mode emulates the granules. Option `granule`. */
 } ss_alloc_config;
+
+/* The lifetime of a request (ss_alloc_malloc_tagged). In virtual-memory mode, persistent large
+ * blocks are packed apart from per-iteration ones; requests below one granule share granules in
+ * a pool of their own whatever their lifetime. Segment mode ignores the tag. */
+typedef enum ss_lifetime {
+    SS_LIFETIME_ITERATION = 0,   /* activations, their gradients, temporaries */
+    SS_LIFETIME_PERSISTENT = 1   /* weights, gradients, optimizer state */
+} ss_lifetime;
 
 ss_alloc_config ss_alloc_config_default(void);
 
@@ -71,8 +85,16 @@ void ss_alloc_set_evict(ss_alloc_t *a, ss_evict_fn fn, void *user);
  * a stock-mode allocator may move it forward (see ss_alloc_free_event); stats.clock_s reads it. */
 void ss_alloc_set_time(ss_alloc_t *a, double now);
 
-/* n > 0 bytes (rounded up to SS_ALLOC_ALIGN). SS_ERR_OOM after every fallback; *out untouched. */
+/* n > 0 bytes (rounded up to SS_ALLOC_ALIGN). SS_ERR_OOM after every fallback; *out untouched,
+ * and ss_alloc_last_oom says why. ss_alloc_malloc is ss_alloc_malloc_tagged with
+ * SS_LIFETIME_ITERATION. */
 ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out);
+ss_status ss_alloc_malloc_tagged(ss_alloc_t *a, size_t n, ss_lifetime lifetime, ss_block_t **out);
+/* The explanation of the last SS_ERR_OOM of a ("" if none) into buf: "exhausted" (what is in
+ * use, counted as the out-of-memory rule counts it, plus the request passes the budget) or
+ * "fragmented" (it would fit, but no free run is large enough), with the request, in use,
+ * reserved, budget and the largest free run. */
+ss_status ss_alloc_last_oom(const ss_alloc_t *a, char *buf, size_t len);
 
 /* The block's device pointer (NULL in measure mode), its offset in the allocator's address space
  * (measure and real mode alike), and its rounded size. */
@@ -163,6 +185,13 @@ typedef struct ss_alloc_stats {
                                                        path), else the device's */
     uint64_t parked_bytes;                          /* part of cached set aside by ss_alloc_park */
     uint64_t segment_reuses;                        /* parked segments taken back, no device call */
+    uint64_t largest_free_bytes;                    /* the largest request that fits now
+                                                       without eviction (see docs) */
+    uint64_t slack_bytes;                           /* reserved - in use */
+    uint64_t granule_bytes;                         /* 0: segment mode */
+    uint64_t granules_mapped, granules_cached;      /* now; cached: touched by no block */
+    uint64_t granule_maps, granule_unmaps;          /* device map / unmap calls */
+    uint64_t granules_busy;                         /* unmaps refused: a copy still touched it */
 } ss_alloc_stats;
 
 ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out);

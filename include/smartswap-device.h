@@ -53,6 +53,9 @@ typedef struct ss_device_caps {
     int      has_pinned_host;   /* host_alloc returns page-locked memory */
     int      virtual_clock;     /* times are computed, nothing sleeps (cpu-sim option) */
     double   d2h_gbps, h2d_gbps;/* link bandwidth each way, GB/s (cuda: nominal, 0 if unknown) */
+    uint64_t vm_granularity;    /* virtual memory: the mapping granularity in bytes (cpu-sim: the
+                                   page size; cuda: cuMemGetAllocationGranularity); 0 = the device
+                                   has no ss_vm_* calls (the allocator keeps plain segments) */
 } ss_device_caps;
 
 /* Counters kept by the wrappers; ss_device_stats copies them. */
@@ -63,6 +66,10 @@ typedef struct ss_device_stats {
     uint64_t event_records, event_waits, event_queries, event_syncs;
     uint64_t poison_hits;       /* reads of poisoned memory reported by ss_poison_scan */
     uint64_t guard_overruns;    /* cpu-sim: frees that found a guard byte overwritten */
+    uint64_t vm_maps, vm_unmaps, vm_busy; /* ss_vm_map / ss_vm_unmap calls; unmaps refused
+                                             because a copy touching the range was in flight */
+    uint64_t vm_mapped_bytes, vm_reserved_bytes;   /* now (mapped bytes also count in
+                                                      mem_bytes_in_use and its peak) */
 } ss_device_stats;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -113,6 +120,27 @@ ss_status ss_mem_alloc(ss_device_t *dev, size_t n, void **out);
  * returns SS_ERR_STATE (and is logged); cpu-sim checks the guard bytes (SS_ERR_CORRUPT on an
  * overrun, the block is still freed) and fills the block with the poison pattern. */
 ss_status ss_mem_free(ss_device_t *dev, void *p, size_t n);
+
+/* Virtual memory (devices with caps.vm_granularity > 0; others: SS_ERR_UNSUPPORTED). Every size
+ * and address is a multiple of caps.vm_granularity.
+ *  ss_vm_reserve: n bytes of address space, nothing behind it (access faults) into *va.
+ *  ss_vm_release: gives a reservation back; every range mapped in it must be unmapped first
+ *                 (SS_ERR_STATE otherwise, nothing released).
+ *  ss_vm_map:     backs [va, va+n), inside a reservation and not mapped, with fresh physical
+ *                 memory of the device (counted as device memory in use; cpu-sim fills it with
+ *                 the poison pattern). SS_ERR_OOM, quietly, when the device has no room.
+ *  ss_vm_unmap:   gives back the physical memory of [va, va+n), exactly a range passed to
+ *                 ss_vm_map; the addresses fault again. SS_ERR_STATE, and nothing changes, while
+ *                 a copy that touches the range may still run (cpu-sim: one queued or in flight;
+ *                 cuda: an event recorded on every stream at the first refused call has not
+ *                 completed): try again later. Physical memory is mapped at one address at a
+ *                 time; the address space is never handed back to the system before
+ *                 ss_vm_release (cpu-sim maps PROT_NONE over it, so no other mmap lands there).
+ * ss_device_close refuses while reservations are live. */
+ss_status ss_vm_reserve(ss_device_t *dev, size_t n, void **va);
+ss_status ss_vm_release(ss_device_t *dev, void *va, size_t n);
+ss_status ss_vm_map(ss_device_t *dev, void *va, size_t n);
+ss_status ss_vm_unmap(ss_device_t *dev, void *va, size_t n);
 
 /* Pinned host memory (default slot: malloc/free). SS_ERR_HOST_OOM when refused. */
 ss_status ss_host_alloc(ss_device_t *dev, size_t n, void **out);

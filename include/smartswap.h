@@ -137,6 +137,8 @@ typedef struct ss_options {
     /* executor */
     int      release_mode;       /* ss_release_mode */
     double   match_threshold;    /* fuzzy-match score needed, 0..1 */
+    /* allocator */
+    uint64_t granule_bytes;      /* virtual-memory segments' granule; 0 = plain segments */
 } ss_options;
 
 /* The built-in defaults. Thread-safe. */

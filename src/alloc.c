@@ -57,7 +57,15 @@ struct seg {
     void    *dptr;                /* NULL in measure mode */
     struct ss_block *first;
     seg     *prev, *next;
+    /* virtual-memory mode: the segment is an address reservation of size / G granules */
+    int      pool;                /* POOL_* (0 in segment mode) */
+    uint32_t *gref;               /* per granule: live or pending blocks touching it */
+    uint8_t  *gmap;               /* per granule: mapped */
 };
+
+/* Pools (virtual-memory mode): small requests share granules; large ones start at a granule
+ * boundary, activations apart from persistent tensors. Segment mode uses pool 0 only. */
+enum { POOL_SMALL = 0, POOL_ITER, POOL_PERSIST, NPOOL };
 
 typedef struct slab {
     struct slab *next;
@@ -78,7 +86,7 @@ struct ss_alloc {
     seg     *parked;              /* fully free segments set aside by ss_alloc_park (still the
                                      device's memory, in `reserved`), singly linked by next */
     uint64_t nparked, parked_bytes;
-    struct ss_block *root;        /* free treap */
+    struct ss_block *roots[NPOOL];/* free treaps, one per pool */
     uint64_t nfree;
     ssi_rng  rng;
     /* block structs */
@@ -97,6 +105,13 @@ struct ss_alloc {
     ss_evict_fn evict;
     void    *evict_user;
     ss_alloc_stats st;
+    /* virtual-memory mode (docs/allocator.md "Virtual-memory segments") */
+    int      vm;
+    uint64_t G, nb;               /* granule bytes; the budget in granules */
+    uint64_t mapped, cached_g;    /* granules mapped; of them, touched by no live/pending block */
+    uint64_t nsmall_g;            /* granules of the small pool touched by a live/pending block */
+    uint64_t large_g;             /* sum over live/pending large blocks of ceil(size / G) */
+    char     oom_msg[320];        /* the last out-of-memory's explanation */
 };
 
 /* ---- small helpers ----------------------------------------------------------------------- */
@@ -104,6 +119,7 @@ struct ss_alloc {
 static uint64_t round_up(uint64_t n, uint64_t m) { return (n + m - 1) / m * m; }
 static uint64_t bva(const struct ss_block *b) { return b->sg->va + b->off; }
 static int is_measure(const ss_alloc_t *a) { return a->dev == NULL; }
+static struct ss_block **rootp(ss_alloc_t *a, const struct ss_block *b) { return &a->roots[b->sg->pool]; }
 static double clock_now(ss_alloc_t *a) { return a->dev ? ss_device_now(a->dev) : a->now; }
 
 static void lock(const ss_alloc_t *a) { pthread_mutex_lock((pthread_mutex_t *)&a->mu); }
@@ -206,20 +222,40 @@ static struct ss_block *treap_best_fit(struct ss_block *t, uint64_t n) {
 
 static void free_insert(ss_alloc_t *a, struct ss_block *b) {
     b->state = B_FREE;
-    a->root = treap_insert(a->root, b);
+    *rootp(a, b) = treap_insert(*rootp(a, b), b);
     a->nfree++;
     a->free_bytes += b->size;
 }
 
 static void free_remove(ss_alloc_t *a, struct ss_block *b) {
-    a->root = treap_erase(a->root, b);
+    *rootp(a, b) = treap_erase(*rootp(a, b), b);
     a->nfree--;
     a->free_bytes -= b->size;
+}
+
+/* Virtual-memory mode: blocks [off, off+size) of s start (delta 1) or stop (-1) touching their
+ * granules; keeps the cached-granule count and the counts of the out-of-memory rule. */
+static void gran_ref(ss_alloc_t *a, seg *s, uint64_t off, uint64_t size, int delta) {
+    uint64_t g0 = off / a->G, g1 = (off + size + a->G - 1) / a->G;
+    for (uint64_t g = g0; g < g1; g++) {
+        if (delta > 0) {
+            SS_ASSERT(s->gmap[g]);
+            if (s->gref[g]++ == 0) { a->cached_g--; if (s->pool == POOL_SMALL) a->nsmall_g++; }
+        } else {
+            SS_ASSERT(s->gref[g] > 0);
+            if (--s->gref[g] == 0) { a->cached_g++; if (s->pool == POOL_SMALL) a->nsmall_g--; }
+        }
+    }
+    if (s->pool != POOL_SMALL) {
+        uint64_t ng = (size + a->G - 1) / a->G;
+        if (delta > 0) a->large_g += ng; else a->large_g -= ng;
+    }
 }
 
 /* Makes b (not in the treap, not free) a free block, coalescing with free neighbours. Stamps
  * merge to the latest completion. */
 static void release_block(ss_alloc_t *a, struct ss_block *b, int stamp, double t) {
+    if (a->vm) gran_ref(a, b->sg, b->off, b->size, -1);
     b->has_stamp = (uint8_t)stamp;
     b->stamp = t;
     b->ev = NULL;
@@ -362,7 +398,9 @@ static int parked_take(ss_alloc_t *a, uint64_t size) {
 }
 
 /* Releases every fully free segment; returns the first device error (others still tried). */
+static ss_status vm_trim(ss_alloc_t *a, uint64_t *released);
 static ss_status trim_locked(ss_alloc_t *a, uint64_t *released) {
+    if (a->vm) return vm_trim(a, released);
     ss_status first = SS_OK;
     uint64_t rel = 0;
     seg *s = a->segs;
@@ -380,6 +418,252 @@ static ss_status trim_locked(ss_alloc_t *a, uint64_t *released) {
     if (first == SS_OK) first = pst;
     if (released) *released = rel;
     return first;
+}
+
+/* ---- virtual-memory segments -------------------------------------------------------------- */
+
+static void *gran_ptr(const seg *s, uint64_t g, uint64_t G) {
+    return s->dptr ? (char *)s->dptr + g * G : NULL;
+}
+
+static void set_reserved(ss_alloc_t *a) {
+    a->reserved = a->mapped * a->G;
+    if (a->reserved > a->st.peak_reserved_bytes) a->st.peak_reserved_bytes = a->reserved;
+}
+
+/* Maps granule g of s (unmapped). Device errors as they are (SS_ERR_OOM: the device is full). */
+static ss_status vm_map_gran(ss_alloc_t *a, seg *s, uint64_t g) {
+    SS_ASSERT(!s->gmap[g] && !s->gref[g]);
+    if (a->dev) {
+        ss_status st = ss_vm_map(a->dev, gran_ptr(s, g, a->G), (size_t)a->G);
+        if (st != SS_OK) return st;
+    }
+    s->gmap[g] = 1;
+    a->mapped++;
+    a->cached_g++;
+    a->st.granule_maps++;
+    set_reserved(a);
+    return SS_OK;
+}
+
+/* Unmaps cached granule g of s. SS_ERR_STATE: a copy still touches it (it stays mapped). */
+static ss_status vm_unmap_gran(ss_alloc_t *a, seg *s, uint64_t g) {
+    SS_ASSERT(s->gmap[g] && !s->gref[g]);
+    if (a->dev) {
+        ss_status st = ss_vm_unmap(a->dev, gran_ptr(s, g, a->G), (size_t)a->G);
+        if (st != SS_OK) return st;
+    }
+    s->gmap[g] = 0;
+    a->mapped--;
+    a->cached_g--;
+    a->st.granule_unmaps++;
+    set_reserved(a);
+    return SS_OK;
+}
+
+/* Unmaps up to `want` cached granules, none of [g0, g1) of `avoid` and none a copy still
+ * touches (counted in stats.granules_busy); *done (may be NULL) gets how many. Returns the first
+ * device error other than busy (the others are still tried). */
+static ss_status vm_unmap_cached(ss_alloc_t *a, uint64_t want, const seg *avoid, uint64_t g0,
+                                 uint64_t g1, uint64_t *done) {
+    ss_status first = SS_OK;
+    uint64_t n = 0;
+    for (seg *s = a->segs; s && n < want && a->cached_g; s = s->next) {
+        uint64_t ng = s->size / a->G;
+        for (uint64_t g = 0; g < ng && n < want; g++) {
+            if (!s->gmap[g] || s->gref[g] || (s == avoid && g >= g0 && g < g1)) continue;
+            ss_status st = vm_unmap_gran(a, s, g);
+            if (st == SS_OK) n++;
+            else if (st == SS_ERR_STATE) a->st.granules_busy++;
+            else if (first == SS_OK) first = st;
+        }
+    }
+    if (done) *done = n;
+    return first;
+}
+
+static void seg_unlink(ss_alloc_t *a, seg *s) {
+    if (s->prev) s->prev->next = s->next; else a->segs = s->next;
+    if (s->next) s->next->prev = s->prev; else a->segs_tail = s->prev;
+    a->nsegs--;
+}
+
+static void seg_free_struct(seg *s) {
+    free(s->gref);
+    free(s->gmap);
+    free(s);
+}
+
+/* A new address reservation of `size` bytes (a multiple of G) for pool, one free block. */
+static ss_status vm_seg_new(ss_alloc_t *a, int pool, uint64_t size) {
+    seg *s = calloc(1, sizeof *s);
+    uint64_t ng = size / a->G;
+    if (s) { s->gref = calloc((size_t)ng, sizeof *s->gref); s->gmap = calloc((size_t)ng, 1); }
+    struct ss_block *b = s && s->gref && s->gmap ? block_new(a) : NULL;
+    if (!b) { if (s) seg_free_struct(s); return SS_ERR_HOST_OOM; }
+    if (a->dev) {
+        ss_status st = ss_vm_reserve(a->dev, (size_t)size, &s->dptr);
+        if (st != SS_OK) { block_kill(a, b); seg_free_struct(s); return st; }
+    }
+    s->size = size;
+    s->pool = pool;
+    s->first = b;
+    b->sg = s;
+    seg_attach(a, s);
+    a->st.segment_allocs++;
+    return SS_OK;
+}
+
+/* Gives back a reservation that is one free block with nothing mapped. */
+static ss_status vm_seg_release(ss_alloc_t *a, seg *s) {
+    if (a->dev) {
+        ss_status st = ss_vm_release(a->dev, s->dptr, (size_t)s->size);
+        if (st != SS_OK) return st;
+    }
+    free_remove(a, s->first);
+    block_kill(a, s->first);
+    seg_unlink(a, s);
+    a->st.segment_frees++;
+    seg_free_struct(s);
+    return SS_OK;
+}
+
+static int seg_unmapped(const ss_alloc_t *a, const seg *s) {
+    for (uint64_t g = 0; g < s->size / a->G; g++)
+        if (s->gmap[g]) return 0;
+    return 1;
+}
+
+/* Trim in virtual-memory mode: every cached granule unmapped, every reservation that is free
+ * and unmapped given back. */
+static ss_status vm_trim(ss_alloc_t *a, uint64_t *released) {
+    uint64_t before = a->mapped;
+    ss_status first = vm_unmap_cached(a, UINT64_MAX, NULL, 0, 0, NULL);
+    for (seg *s = a->segs, *nx; s; s = nx) {
+        nx = s->next;
+        if (seg_is_free(s) && seg_unmapped(a, s)) {
+            ss_status st = vm_seg_release(a, s);
+            if (st != SS_OK && first == SS_OK) first = st;
+        }
+    }
+    if (released) *released = (before - a->mapped) * a->G;
+    return first;
+}
+
+/* The smallest key above x's. */
+static struct ss_block *treap_next(struct ss_block *t, const struct ss_block *x) {
+    struct ss_block *best = NULL;
+    while (t) {
+        if (key_less(x, t)) { best = t; t = t->left; }
+        else t = t->right;
+    }
+    return best;
+}
+
+/* Where n bytes go in free block f of pool: the pad before them (small: within one granule;
+ * large: at a granule boundary). 1 when they fit. */
+static int vm_place(const ss_alloc_t *a, const struct ss_block *f, uint64_t n, uint64_t *pad) {
+    uint64_t start = f->off;
+    if (f->sg->pool == POOL_SMALL) {
+        if (start % a->G + n > a->G) start = round_up(start, a->G);
+    } else {
+        start = round_up(start, a->G);
+    }
+    if (start - f->off > f->size || f->size - (start - f->off) < n) return 0;
+    *pad = start - f->off;
+    return 1;
+}
+
+/* Best fit in pool's treap that can place n bytes. */
+static struct ss_block *vm_find(ss_alloc_t *a, int pool, uint64_t n, uint64_t *pad) {
+    struct ss_block *root = a->roots[pool];
+    for (struct ss_block *f = treap_best_fit(root, n); f; f = treap_next(root, f))
+        if (vm_place(a, f, n, pad)) return f;
+    return NULL;
+}
+
+/* Hands out n bytes at f->off + pad: the pad stays a free block of its own. */
+static struct ss_block *carve(ss_alloc_t *a, struct ss_block *f, uint64_t n);
+static struct ss_block *carve_at(ss_alloc_t *a, struct ss_block *f, uint64_t pad, uint64_t n) {
+    if (!pad) return carve(a, f, n);
+    struct ss_block *p = block_new(a);
+    if (!p) return NULL;
+    free_remove(a, f);
+    p->sg = f->sg;
+    p->off = f->off;
+    p->size = pad;
+    p->has_stamp = f->has_stamp;
+    p->stamp = f->stamp;
+    p->prev = f->prev;
+    p->next = f;
+    if (p->prev) p->prev->next = p; else p->sg->first = p;
+    f->prev = p;
+    f->off += pad;
+    f->size -= pad;
+    free_insert(a, p);
+    free_insert(a, f);
+    struct ss_block *h = carve(a, f, n);
+    if (!h) {   /* no host memory: merge the pad back */
+        free_remove(a, p);
+        free_remove(a, f);
+        f->off = p->off;
+        f->size += pad;
+        f->prev = p->prev;
+        if (f->prev) f->prev->next = f; else f->sg->first = f;
+        block_kill(a, p);
+        free_insert(a, f);
+    }
+    return h;
+}
+
+static int pool_of(const ss_alloc_t *a, uint64_t n, int lifetime) {
+    if (n < a->G) return POOL_SMALL;
+    return lifetime == SS_LIFETIME_PERSISTENT ? POOL_PERSIST : POOL_ITER;
+}
+
+/* One attempt in virtual-memory mode: place n bytes in the pool's free address space (a new
+ * reservation when none has room), map the granules it needs, unmapping cached ones elsewhere
+ * when the budget requires. SS_ERR_OOM only when the granules touched by live and pending blocks
+ * plus the new ones would pass the budget, or every cached granule is still under a copy. */
+static ss_status try_alloc_vm(ss_alloc_t *a, uint64_t n, int lifetime, struct ss_block **out) {
+    int pool = pool_of(a, n, lifetime);
+    uint64_t pad = 0;
+    struct ss_block *f = vm_find(a, pool, n, &pad);
+    if (!f) {
+        uint64_t nbc = a->nb < 65536 ? a->nb : 65536;
+        uint64_t size = 2 * nbc * a->G, want = 2 * round_up(n, a->G) + a->G;
+        ss_status st = vm_seg_new(a, pool, size > want ? size : want);
+        if (st != SS_OK) return st;
+        f = vm_find(a, pool, n, &pad);
+        SS_ASSERT(f != NULL);
+        if (!f) return SS_ERR_OOM;
+    }
+    seg *s = f->sg;
+    uint64_t start = f->off + pad, g0 = start / a->G, g1 = (start + n + a->G - 1) / a->G;
+    uint64_t need = 0, newref = 0;
+    for (uint64_t g = g0; g < g1; g++) {
+        need += !s->gmap[g];
+        newref += !s->gref[g];
+    }
+    if (a->mapped - a->cached_g + newref > a->nb) return SS_ERR_OOM;   /* exhausted */
+    if (a->mapped + need > a->nb) {
+        ss_status st = vm_unmap_cached(a, a->mapped + need - a->nb, s, g0, g1, NULL);
+        if (a->mapped + need > a->nb) return st != SS_OK ? st : SS_ERR_OOM;
+    }
+    for (uint64_t g = g0; g < g1; g++) {
+        if (s->gmap[g]) continue;
+        ss_status st = vm_map_gran(a, s, g);
+        if (st == SS_ERR_OOM && a->cached_g) {   /* the device is full: give back what we cache */
+            vm_unmap_cached(a, UINT64_MAX, s, g0, g1, NULL);
+            st = vm_map_gran(a, s, g);
+        }
+        if (st != SS_OK) return st;   /* granules mapped so far stay, cached */
+    }
+    struct ss_block *h = carve_at(a, f, pad, n);
+    if (!h) return SS_ERR_HOST_OOM;
+    if (!need) a->st.cache_hits++;
+    *out = h;
+    return SS_OK;
 }
 
 /* ---- pending releases ---------------------------------------------------------------------- */
@@ -544,6 +828,7 @@ ss_alloc_config ss_alloc_config_default(void) {
     c.budget_bytes = 0;
     c.segment_bytes = SS_DEFAULT_SEGMENT;
     c.release_mode = SS_RELEASE_MODE_PREDICTED;
+    c.granule_bytes = 0;
     return c;
 }
 
@@ -578,6 +863,32 @@ ss_status ss_alloc_new(ss_device_t *dev, const ss_alloc_config *cfg, ss_alloc_t 
     if (!a) return SS_ERR_HOST_OOM;
     if (pthread_mutex_init(&a->mu, NULL) != 0) { free(a); return SS_ERR_HOST_OOM; }
     a->dev = dev;
+    if (c.granule_bytes) {
+        uint64_t dg = dev ? ss_device_get_caps(dev)->vm_granularity : SS_ALLOC_ALIGN;
+        if (!dg) {
+            SS_WARN("alloc: device %s has no virtual memory; plain segments instead of granules",
+                    ss_device_get_caps(dev)->name);
+            c.granule_bytes = 0;
+        } else {
+            uint64_t unit = dg > SS_ALLOC_ALIGN ? round_up(dg, SS_ALLOC_ALIGN) : SS_ALLOC_ALIGN;
+            uint64_t g = c.granule_bytes;
+            /* the kernel's limit on mappings: at most 16384 granules in the budget */
+            if (budget != UINT64_MAX && g < (budget + 16383) / 16384) g = (budget + 16383) / 16384;
+            g = round_up(g, unit);
+            if (budget != UINT64_MAX && g > budget) g = budget / unit * unit;
+            if (g == 0) {
+                pthread_mutex_destroy(&a->mu);
+                free(a);
+                SS_ERROR("ss_alloc_new: budget %" PRIu64 " below one granule of %" PRIu64, budget, unit);
+                return SS_ERR_INVALID;
+            }
+            c.granule_bytes = g;
+            a->vm = 1;
+            a->G = g;
+            a->nb = budget / g;
+            budget = budget == UINT64_MAX ? UINT64_MAX : a->nb * g;
+        }
+    }
     a->cfg = c;
     a->budget = budget;
     a->st.budget_bytes = budget;
@@ -588,7 +899,7 @@ ss_status ss_alloc_new(ss_device_t *dev, const ss_alloc_config *cfg, ss_alloc_t 
 
 static void free_all(ss_alloc_t *a) {
     seg *s = a->segs;
-    while (s) { seg *n = s->next; free(s); s = n; }
+    while (s) { seg *n = s->next; seg_free_struct(s); s = n; }
     s = a->parked;
     while (s) { seg *n = s->next; free(s); s = n; }
     slab *sl = a->slabs;
@@ -635,7 +946,17 @@ ss_status ss_alloc_destroy_force(ss_alloc_t *a) {
                 if (st != SS_OK && first == SS_OK) first = st;
             }
     }
-    for (int l = 0; l < 2; l++)
+    for (seg *s = a->vm ? a->segs : NULL; s; s = s->next) {
+        if (!s->dptr) continue;
+        for (uint64_t g = 0; g < s->size / a->G; g++)
+            if (s->gmap[g]) {
+                ss_status st = ss_vm_unmap(a->dev, gran_ptr(s, g, a->G), (size_t)a->G);
+                if (st != SS_OK && first == SS_OK) first = st;
+            }
+        ss_status st = ss_vm_release(a->dev, s->dptr, (size_t)s->size);
+        if (st != SS_OK && first == SS_OK) first = st;
+    }
+    for (int l = 0; l < 2 && !a->vm; l++)
         for (seg *s = l ? a->parked : a->segs; s; s = s->next)
             if (s->dptr) {
                 ss_status st = ss_mem_free(a->dev, s->dptr, (size_t)s->size);
@@ -698,6 +1019,7 @@ static struct ss_block *carve(ss_alloc_t *a, struct ss_block *f, uint64_t n) {
         h->has_stamp = 0;
     }
     h->state = B_LIVE;
+    if (a->vm) gran_ref(a, h->sg, h->off, h->size, 1);
     a->nlive++;
     a->live_bytes += n;
     uint64_t in_use = a->live_bytes + a->pending_bytes;
@@ -707,8 +1029,9 @@ static struct ss_block *carve(ss_alloc_t *a, struct ss_block *f, uint64_t n) {
 }
 
 /* One attempt: best fit, else a new segment within the budget. SS_ERR_OOM when neither. */
-static ss_status try_alloc(ss_alloc_t *a, uint64_t n, struct ss_block **out) {
-    struct ss_block *f = treap_best_fit(a->root, n);
+static ss_status try_alloc(ss_alloc_t *a, uint64_t n, int lifetime, struct ss_block **out) {
+    if (a->vm) return try_alloc_vm(a, n, lifetime, out);
+    struct ss_block *f = treap_best_fit(a->roots[0], n);
     if (f) {
         struct ss_block *h = carve(a, f, n);
         if (!h) return SS_ERR_HOST_OOM;
@@ -735,7 +1058,7 @@ static ss_status try_alloc(ss_alloc_t *a, uint64_t n, struct ss_block **out) {
         if (st == SS_ERR_OOM && want > n) st = seg_reserve(a, n);   /* device full: exact size */
         if (st != SS_OK) return st;
     }
-    f = treap_best_fit(a->root, n);
+    f = treap_best_fit(a->roots[0], n);
     SS_ASSERT(f != NULL);
     struct ss_block *h = carve(a, f, n);
     if (!h) return SS_ERR_HOST_OOM;
@@ -743,8 +1066,67 @@ static ss_status try_alloc(ss_alloc_t *a, uint64_t n, struct ss_block **out) {
     return SS_OK;
 }
 
+/* The largest request that fits now without eviction (caller holds the lock). Virtual-memory
+ * mode: the granules no live or pending block touches (a large request gets a fresh range of
+ * address space). Segment mode: the largest free block, or the room a new segment would get
+ * once every fully free segment went back. */
+static uint64_t largest_free_locked(const ss_alloc_t *a) {
+    if (a->vm) {
+        uint64_t used = a->mapped - a->cached_g;
+        return used < a->nb ? (a->nb - used) * a->G : 0;
+    }
+    uint64_t best = 0, trimmable = a->parked_bytes;
+    for (int p = 0; p < NPOOL; p++)
+        for (const struct ss_block *t = a->roots[p]; t; t = t->right)
+            if (!t->right && t->size > best) best = t->size;
+    for (const seg *s = a->segs; s; s = s->next)
+        if (seg_is_free(s)) trimmable += s->size;
+    uint64_t room = a->budget == UINT64_MAX ? UINT64_MAX : a->budget - (a->reserved - trimmable);
+    return room > best ? room : best;
+}
+
+/* Writes the explanation of an out-of-memory for `need` bytes (caller holds the lock). */
+static void oom_explain(ss_alloc_t *a, uint64_t need) {
+    uint64_t in_use = a->live_bytes + a->pending_bytes;
+    int exhausted;
+    char rule[96] = "";
+    if (a->vm) {
+        uint64_t count = a->nsmall_g + a->large_g + (need + a->G - 1) / a->G;
+        exhausted = count > a->nb;
+        snprintf(rule, sizeof rule, "; granules: %" PRIu64 " small + %" PRIu64 " large + %" PRIu64
+                 " new of %" PRIu64, a->nsmall_g, a->large_g, (need + a->G - 1) / a->G, a->nb);
+    } else {
+        exhausted = a->budget != UINT64_MAX && in_use + need > a->budget;
+    }
+    char b[5][32];
+    snprintf(a->oom_msg, sizeof a->oom_msg,
+             "out of device memory (%s): a %s request with %s in use of a %s budget, "
+             "%s reserved, largest free run %s%s%s",
+             exhausted ? "exhausted" : "fragmented", ss_format_size(need, b[0], 32),
+             ss_format_size(in_use, b[1], 32),
+             a->budget == UINT64_MAX ? "unbounded" : ss_format_size(a->budget, b[2], 32),
+             ss_format_size(a->reserved, b[3], 32), ss_format_size(largest_free_locked(a), b[4], 32),
+             rule, exhausted ? "" : a->vm ? " (granules still under copies)"
+                                          : " (virtual-memory segments avoid this: option granule)");
+}
+
+ss_status ss_alloc_last_oom(const ss_alloc_t *a, char *buf, size_t len) {
+    SS_CHECK_ARG(!a || !buf || !len, "ss_alloc_last_oom: NULL argument");
+    lock(a);
+    snprintf(buf, len, "%s", a->oom_msg);
+    unlock(a);
+    return SS_OK;
+}
+
 ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out) {
+    return ss_alloc_malloc_tagged(a, n, SS_LIFETIME_ITERATION, out);
+}
+
+ss_status ss_alloc_malloc_tagged(ss_alloc_t *a, size_t n, ss_lifetime lifetime, ss_block_t **out) {
     SS_CHECK_ARG(!a || !out, "ss_alloc_malloc: NULL %s", !a ? "allocator" : "out");
+    SS_CHECK_ARG(lifetime != SS_LIFETIME_ITERATION && lifetime != SS_LIFETIME_PERSISTENT,
+                 "ss_alloc_malloc_tagged: lifetime %d is not iteration (0) or persistent (1)",
+                 (int)lifetime);
     SS_CHECK_ARG(n == 0, "ss_alloc_malloc: zero size");
     SS_CHECK_ARG((uint64_t)n > UINT64_MAX - SS_ALLOC_ALIGN, "ss_alloc_malloc: size %zu too large", n);
     uint64_t need = round_up((uint64_t)n, SS_ALLOC_ALIGN);
@@ -755,12 +1137,13 @@ ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out) {
         SS_ERROR("alloc: a %s request is above the whole budget %s",
                  ss_format_size(need, b1, sizeof b1), ss_format_size(a->budget, b2, sizeof b2));
         a->st.oom_errors++;
+        oom_explain(a, need);
         unlock(a);
         return SS_ERR_OOM;
     }
     if (a->stock_head) process_stock(a);
     struct ss_block *b = NULL;
-    ss_status st = try_alloc(a, need, &b);
+    ss_status st = try_alloc(a, need, (int)lifetime, &b);
     if (st == SS_ERR_OOM) {
         /* 1. cached segments back to the device (and, for stock releases, wait for their
          * events as c10 does under pressure), then retry */
@@ -768,9 +1151,11 @@ ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out) {
         a->st.oom_trims++;
         if (a->stock_head && (derr = sync_stock(a)) != SS_OK)
             SS_ERROR("alloc: waiting for the pending releases' events failed: %s", ss_status_str(derr));
+        /* (virtual-memory mode: try_alloc already unmapped what it needed; a trim only retries
+         * granules that were under a copy) */
         ss_status tst = trim_locked(a, NULL);   /* trim_locked logs its own failures */
         if (derr == SS_OK) derr = tst;
-        st = try_alloc(a, need, &b);
+        st = try_alloc(a, need, (int)lifetime, &b);
         /* 2. the eviction callback, lock released; retry while it frees something (freed space
          * may not be contiguous, so keep asking until the callback has nothing left; the bound
          * only guards against a callback that reports progress forever) */
@@ -783,9 +1168,9 @@ ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out) {
             ss_status est = fn(user, need, &freed);
             lock(a);
             if (est != SS_OK || freed == 0) break;
-            tst = trim_locked(a, NULL);
+            tst = a->vm ? SS_OK : trim_locked(a, NULL);
             if (derr == SS_OK) derr = tst;
-            st = try_alloc(a, need, &b);
+            st = try_alloc(a, need, (int)lifetime, &b);
         }
         if (st == SS_ERR_OOM && derr != SS_OK) {
             /* the memory that could have served it is held by a failed device call */
@@ -793,11 +1178,9 @@ ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out) {
                      "on the device: %s", need, ss_status_str(derr));
             st = derr;
         } else if (st == SS_ERR_OOM) {
-            char b1[32], b2[32], b3[32];
             a->st.oom_errors++;
-            SS_INFO("alloc: out of memory for %s (budget %s, in use %s)",
-                    ss_format_size(need, b1, sizeof b1), ss_format_size(a->budget, b2, sizeof b2),
-                    ss_format_size(a->live_bytes + a->pending_bytes, b3, sizeof b3));
+            oom_explain(a, need);
+            SS_INFO("alloc: %s", a->oom_msg);
         }
     }
     if (st == SS_OK) *out = b;
@@ -952,7 +1335,7 @@ ss_status ss_alloc_release_block(ss_alloc_t *a, ss_block_t *b, uint64_t *bytes) 
 ss_status ss_alloc_park(ss_alloc_t *a) {
     SS_CHECK_ARG(!a, "ss_alloc_park: allocator is NULL");
     lock(a);
-    seg *s = a->segs;
+    seg *s = a->vm ? NULL : a->segs;   /* virtual-memory mode: contiguity needs no parking */
     while (s) {
         seg *nx = s->next;
         if (seg_is_free(s)) {
@@ -1006,6 +1389,12 @@ ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out) {
     out->segments = a->nsegs + a->nparked;
     out->parked_bytes = a->parked_bytes;
     out->clock_s = clock_now((ss_alloc_t *)a);
+    if (a->vm) out->cached_bytes = a->reserved - out->in_use_bytes;
+    out->largest_free_bytes = largest_free_locked(a);
+    out->slack_bytes = a->reserved - out->in_use_bytes;
+    out->granule_bytes = a->vm ? a->G : 0;
+    out->granules_mapped = a->mapped;
+    out->granules_cached = a->cached_g;
     unlock(a);
     return SS_OK;
 }
@@ -1043,7 +1432,9 @@ ss_status ss_alloc_stats_format(const ss_alloc_stats *s, char *buf, size_t len) 
         "deferred release %" PRIu64 "\n"
         "event queries    %" PRIu64 "\n"
         "waits            %" PRIu64 "\n"
-        "reuse interval   %" PRIu64 " reuses, mean %.3f us, max %.3f us\n",
+        "reuse interval   %" PRIu64 " reuses, mean %.3f us, max %.3f us\n"
+        "largest free run %s\n"
+        "reserved-in use  %s\n",
         s->budget_bytes == UINT64_MAX ? "unbounded" : ss_format_size(s->budget_bytes, b[0], 32),
         ss_format_size(s->in_use_bytes, b[1], 32), s->in_use_bytes, s->live_blocks, s->pending_blocks,
         ss_format_size(s->peak_in_use_bytes, b[2], 32), s->peak_in_use_bytes,
@@ -1053,8 +1444,19 @@ ss_status ss_alloc_stats_format(const ss_alloc_stats *s, char *buf, size_t len) 
         ss_format_size(s->cached_bytes, b[0], 32),
         s->alloc_calls, s->free_calls, s->cache_hits, s->segment_allocs, s->segment_frees,
         s->oom_trims, s->evict_calls, s->oom_errors, s->deferred_releases, s->event_queries,
-        s->waits, s->reuse_count, mean * 1e6, s->reuse_max_s * 1e6);
-    if (w < 0 || (size_t)w >= len) return SS_ERR_INVALID;   /* truncated (buf still terminated) */
+        s->waits, s->reuse_count, mean * 1e6, s->reuse_max_s * 1e6,
+        ss_format_size(s->largest_free_bytes, b[1], 32), ss_format_size(s->slack_bytes, b[2], 32));
+    if (w < 0 || (size_t)w >= len) return SS_ERR_INVALID;
+    if (s->granule_bytes) {
+        size_t u = (size_t)w;
+        int w2 = snprintf(buf + u, len - u,
+                          "granules         %" PRIu64 " mapped (%" PRIu64 " cached) of %s; %" PRIu64
+                          " maps, %" PRIu64 " unmaps, %" PRIu64 " busy\n",
+                          s->granules_mapped, s->granules_cached,
+                          ss_format_size(s->granule_bytes, b[3], 32), s->granule_maps,
+                          s->granule_unmaps, s->granules_busy);
+        if (w2 < 0 || (size_t)w2 >= len - u) return SS_ERR_INVALID;
+    }   /* truncated (buf still terminated) */
     return SS_OK;
 }
 
@@ -1087,6 +1489,8 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
     ss_status st = SS_OK;
     uint64_t live = 0, live_n = 0, pend = 0, fr = 0, fr_n = 0, res = 0, nseg = 0, deferred = 0, stock = 0;
     uint64_t last_end = 0;
+    uint32_t *vref = NULL;
+    uint64_t vmapped = 0, vcached = 0, vsmall = 0, vlarge = 0;
 #define REQUIRE(cond, ...) do { if (!(cond)) { SS_ERROR("alloc check: " __VA_ARGS__); st = SS_ERR_CORRUPT; goto out; } } while (0)
     for (const seg *s = a->segs; s; s = s->next) {
         nseg++;
@@ -1094,10 +1498,17 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
         REQUIRE(s->size > 0 && s->size % SS_ALLOC_ALIGN == 0, "segment size %" PRIu64 " not aligned", s->size);
         REQUIRE(!s->next || s->next->prev == s, "segment list links broken");
         REQUIRE((s->dptr != NULL) == (a->dev != NULL), "segment device pointer does not match the mode");
+        REQUIRE(a->vm || s->pool == 0, "segment mode with a pool");
         last_end = s->va + s->size;
         res += s->size;
         uint64_t off = 0;
         const struct ss_block *prev = NULL;
+        if (a->vm) {
+            REQUIRE(s->size % a->G == 0, "reservation not a multiple of the granule");
+            free(vref);
+            vref = calloc((size_t)(s->size / a->G), sizeof *vref);
+            REQUIRE(vref != NULL, "no host memory for the walk");
+        }
         for (const struct ss_block *b = s->first; b; b = b->next) {
             REQUIRE(b->magic == SS_BLOCK_MAGIC && b->sg == s, "block %p not in its segment", (const void *)b);
             REQUIRE(b->prev == prev, "block %p: prev link broken", (const void *)b);
@@ -1113,10 +1524,31 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
             case B_STOCK: pend += b->size; stock++; break;
             default: REQUIRE(0, "dead block %p in a segment", (const void *)b);
             }
+            if (a->vm && b->state != B_FREE) {
+                uint64_t g0 = b->off / a->G, g1 = (b->off + b->size + a->G - 1) / a->G;
+                for (uint64_t g = g0; g < g1; g++) {
+                    REQUIRE(s->gmap[g], "a block at %" PRIu64 " touches an unmapped granule", bva(b));
+                    vref[g]++;
+                }
+                if (s->pool == POOL_SMALL) REQUIRE(g1 == g0 + 1, "a small block straddles granules");
+                else { REQUIRE(b->off % a->G == 0, "a large block not at a granule boundary");
+                       vlarge += g1 - g0; }
+            }
             off += b->size;
             prev = b;
         }
         REQUIRE(off == s->size, "blocks sum to %" PRIu64 ", segment is %" PRIu64, off, s->size);
+        if (a->vm) {
+            for (uint64_t g = 0; g < s->size / a->G; g++) {
+                REQUIRE(vref[g] == s->gref[g], "granule %" PRIu64 " counts %u blocks, walk %u", g,
+                        s->gref[g], vref[g]);
+                vmapped += s->gmap[g];
+                vcached += s->gmap[g] && !s->gref[g];
+                if (s->pool == POOL_SMALL) vsmall += s->gref[g] > 0;
+            }
+            free(vref);
+            vref = NULL;
+        }
     }
     REQUIRE(nseg == a->nsegs, "segment count %" PRIu64 " vs %" PRIu64, nseg, a->nsegs);
     {
@@ -1133,12 +1565,21 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
         REQUIRE(np == a->nparked && pb == a->parked_bytes, "parked count/bytes do not add up");
         res += pb;
     }
+    if (a->vm) {
+        REQUIRE(vmapped == a->mapped && vcached == a->cached_g, "mapped/cached granules do not add up");
+        REQUIRE(vsmall == a->nsmall_g && vlarge == a->large_g, "the out-of-memory rule's counts do not add up");
+        REQUIRE(a->reserved == a->mapped * a->G, "reserved is not the mapped granules");
+        REQUIRE(a->mapped <= a->nb, "%" PRIu64 " granules mapped, budget %" PRIu64, a->mapped, a->nb);
+        REQUIRE(a->nparked == 0, "parked segments in virtual-memory mode");
+        REQUIRE(live + pend + fr == res, "blocks do not tile the reservations");
+        res = a->reserved;   /* from here on: the mapped bytes */
+    }
     REQUIRE(res == a->reserved, "reserved %" PRIu64 " vs segments %" PRIu64, a->reserved, res);
     REQUIRE(res <= a->budget, "reserved %" PRIu64 " above the budget", res);
     REQUIRE(live == a->live_bytes && live_n == a->nlive, "live bytes/blocks do not add up");
     REQUIRE(pend == a->pending_bytes, "pending bytes do not add up");
     REQUIRE(fr == a->free_bytes && fr_n == a->nfree, "free bytes/blocks do not add up");
-    REQUIRE(live + pend + fr + a->parked_bytes == res, "in use + cached != reserved");
+    REQUIRE(a->vm || live + pend + fr + a->parked_bytes == res, "in use + cached != reserved");
     REQUIRE(deferred == a->heap_n, "deferred heap holds %zu, segments %" PRIu64, a->heap_n, deferred);
     REQUIRE(stock == a->nstock, "stock queue count broken");
     for (size_t i = 0; i < a->heap_n; i++) {
@@ -1157,12 +1598,17 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
     }
     {
         uint64_t n = 0, bytes = 0;
-        st = check_treap(a->root, NULL, NULL, 0, &n, &bytes);
+        for (int p = 0; p < NPOOL && st == SS_OK; p++) {
+            st = check_treap(a->roots[p], NULL, NULL, 0, &n, &bytes);
+            for (const struct ss_block *t = a->roots[p]; t && st == SS_OK; t = t->left)
+                REQUIRE(t->sg->pool == p, "a free block in another pool's treap");
+        }
         if (st != SS_OK) goto out;
         REQUIRE(n == fr_n && bytes == fr, "treap holds %" PRIu64 " blocks, segments %" PRIu64 " free", n, fr_n);
     }
 #undef REQUIRE
 out:
+    free(vref);
     unlock(a);
     return st;
 }

@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -63,6 +64,7 @@ typedef struct sim_op {
     pthread_cond_t *wake;       /* copy: the waiter's condition variable, signalled at done */
     double t_ready;             /* copy, real clock: when its stream handed it to the engine */
     struct sim_op *next, *eng_next;
+    struct sim_op *fl_prev, *fl_next; /* copy, real clock: the in-flight list (ss_vm_unmap) */
 } sim_op;
 
 typedef struct sim_dev sim_dev;
@@ -120,6 +122,14 @@ struct sim_dev {
     vcopy *vq;                  /* virtual clock: copies not yet landed, a min-heap on (end, seq) */
     size_t nvq, vqcap;
     uint64_t vseq;
+    /* virtual memory: the arena is a memfd mapped shared, so a range of it (the physical
+     * memory) can also be mapped at an address of a reservation */
+    int memfd;                  /* -1: anonymous arena, no vm slots */
+    size_t page;
+    sim_op *inflight;           /* real clock: copies submitted and not finished */
+    ssi_ptr_table vmoff;        /* mapped address -> arena offset */
+    sim_range *vres;            /* live reservations (off = address) */
+    size_t nvres, vrescap;
 };
 
 static double sim_now_locked(sim_dev *d) { return d->virt ? d->host_vt : ssi_now() - d->t_open; }
@@ -247,15 +257,11 @@ static ss_status sim_mem_info(void *ctx, uint64_t *free_bytes, uint64_t *total_b
     return SS_OK;
 }
 
-static ss_status sim_mem_alloc(void *ctx, size_t n, void **out) {
-    sim_dev *d = ctx;
-    if (n > d->cap) return SS_ERR_OOM;
-    size_t foot = footprint(n), off = 0;
-    int found = 0;
-    pthread_mutex_lock(&d->mu);
+/* First fit of `foot` bytes in the arena (caller holds mu): 1 and *off, or 0 when full. */
+static int arena_take(sim_dev *d, size_t foot, size_t *off) {
     for (size_t i = 0; i < d->nfree; i++) {
         if (d->freel[i].len < foot) continue;
-        off = d->freel[i].off;
+        *off = d->freel[i].off;
         d->freel[i].off += foot;
         d->freel[i].len -= foot;
         if (!d->freel[i].len) {
@@ -263,29 +269,44 @@ static ss_status sim_mem_alloc(void *ctx, size_t n, void **out) {
             d->nfree--;
         }
         d->used += foot;
-        found = 1;
-        break;
+        return 1;
     }
-    pthread_mutex_unlock(&d->mu);
-    if (!found) {
-        SS_DEBUGF("cpu-sim: out of memory for %zu bytes", n);
-        return SS_ERR_OOM;
-    }
-    /* the block is the caller's now: fill outside the lock */
-    poison_fill(d->arena + off, n);
-    memset(d->arena + off + n, SIM_GUARD_BYTE, foot - n);
-    *out = d->arena + off;
-    return SS_OK;
+    return 0;
 }
 
-static ss_status sim_mem_free(void *ctx, void *p, size_t n) {
-    sim_dev *d = ctx;
-    unsigned char *b = p;
-    size_t off = (size_t)(b - d->arena), foot = footprint(n), bad = 0;
-    for (size_t i = n; i < foot; i++) bad += b[i] != SIM_GUARD_BYTE;
-    poison_fill(b, foot);
-    pthread_mutex_lock(&d->mu);
-    /* insert [off, off+foot) and coalesce with its neighbours */
+/* First fit of `foot` bytes at an offset that is a multiple of `align` (caller holds mu); the
+ * pad before it stays free. 1 and *off, or 0 when nothing fits (or no host memory). */
+static int arena_take_aligned(sim_dev *d, size_t foot, size_t align, size_t *off) {
+    for (size_t i = 0; i < d->nfree; i++) {
+        size_t o = d->freel[i].off, len = d->freel[i].len;
+        size_t a = (o + align - 1) / align * align;
+        if (a - o > len || len - (a - o) < foot) continue;
+        size_t tail = len - (a - o) - foot;
+        if (a == o) {
+            d->freel[i].off += foot;
+            d->freel[i].len -= foot;
+            if (!d->freel[i].len) {
+                memmove(d->freel + i, d->freel + i + 1, (d->nfree - i - 1) * sizeof *d->freel);
+                d->nfree--;
+            }
+        } else if (tail) {
+            if (ssi_grow(&d->freel, &d->freecap, d->nfree + 1, sizeof *d->freel) != SS_OK) return 0;
+            memmove(d->freel + i + 2, d->freel + i + 1, (d->nfree - i - 1) * sizeof *d->freel);
+            d->freel[i + 1].off = a + foot;
+            d->freel[i + 1].len = tail;
+            d->nfree++;
+        }
+        if (a != o) d->freel[i].len = a - o;
+        d->used += foot;
+        *off = a;
+        return 1;
+    }
+    return 0;
+}
+
+/* Gives [off, off+foot) back, coalescing with its neighbours (caller holds mu). On a host
+ * memory failure the range is lost to the arena (counted as used), but nothing breaks. */
+static ss_status arena_give(sim_dev *d, size_t off, size_t foot) {
     size_t lo = 0, hi = d->nfree;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -310,11 +331,37 @@ static ss_status sim_mem_free(void *ctx, void *p, size_t n) {
         d->nfree++;
     }
     if (st == SS_OK) d->used -= foot;
+    else SS_ERROR("cpu-sim: no host memory to record a freed range of %zu bytes", foot);
+    return st;
+}
+
+static ss_status sim_mem_alloc(void *ctx, size_t n, void **out) {
+    sim_dev *d = ctx;
+    if (n > d->cap) return SS_ERR_OOM;
+    size_t foot = footprint(n), off = 0;
+    pthread_mutex_lock(&d->mu);
+    int found = arena_take(d, foot, &off);
     pthread_mutex_unlock(&d->mu);
-    if (st != SS_OK) {
-        /* the range is lost to the arena (counted as used), but nothing breaks */
-        SS_ERROR("cpu-sim: no host memory to record a freed range of %zu bytes", foot);
+    if (!found) {
+        SS_DEBUGF("cpu-sim: out of memory for %zu bytes", n);
+        return SS_ERR_OOM;
     }
+    /* the block is the caller's now: fill outside the lock */
+    poison_fill(d->arena + off, n);
+    memset(d->arena + off + n, SIM_GUARD_BYTE, foot - n);
+    *out = d->arena + off;
+    return SS_OK;
+}
+
+static ss_status sim_mem_free(void *ctx, void *p, size_t n) {
+    sim_dev *d = ctx;
+    unsigned char *b = p;
+    size_t off = (size_t)(b - d->arena), foot = footprint(n), bad = 0;
+    for (size_t i = n; i < foot; i++) bad += b[i] != SIM_GUARD_BYTE;
+    poison_fill(b, foot);
+    pthread_mutex_lock(&d->mu);
+    arena_give(d, off, foot);
+    pthread_mutex_unlock(&d->mu);
     if (bad) {
         SS_ERROR("cpu-sim: block %p of %zu bytes: %zu guard bytes overwritten (buffer overrun)",
                  p, n, bad);
@@ -323,9 +370,112 @@ static ss_status sim_mem_free(void *ctx, void *p, size_t n) {
     return SS_OK;
 }
 
-/* SS_ERR_INVALID unless [p, p+n) lies in the arena. */
+/* ---- virtual memory: reservations, granules mapped from the memfd arena ------------------ */
+
+static ss_status sim_vm_reserve(void *ctx, size_t n, void **va) {
+    sim_dev *d = ctx;
+    /* PROT_NONE, no swap reserved: an address range nothing else can be mapped into */
+    void *m = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        SS_ERROR("cpu-sim: cannot reserve %zu bytes of address space: %s", n, strerror(errno));
+        return SS_ERR_HOST_OOM;
+    }
+    pthread_mutex_lock(&d->mu);
+    ss_status st = ssi_grow(&d->vres, &d->vrescap, d->nvres + 1, sizeof *d->vres);
+    if (st == SS_OK) {
+        d->vres[d->nvres].off = (size_t)(uintptr_t)m;
+        d->vres[d->nvres].len = n;
+        d->nvres++;
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (st != SS_OK) { munmap(m, n); return st; }
+    *va = m;
+    return SS_OK;
+}
+
+static ss_status sim_vm_release(void *ctx, void *va, size_t n) {
+    sim_dev *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    for (size_t i = 0; i < d->nvres; i++)
+        if (d->vres[i].off == (size_t)(uintptr_t)va) { d->vres[i] = d->vres[--d->nvres]; break; }
+    pthread_mutex_unlock(&d->mu);
+    munmap(va, n);   /* the whole reservation, nothing mapped in it: the wrapper checked */
+    return SS_OK;
+}
+
+static ss_status sim_vm_map(void *ctx, void *va, size_t n) {
+    sim_dev *d = ctx;
+    size_t off = 0;
+    pthread_mutex_lock(&d->mu);
+    if (!arena_take_aligned(d, n, d->page, &off)) {
+        pthread_mutex_unlock(&d->mu);
+        SS_DEBUGF("cpu-sim: out of memory mapping %zu bytes", n);
+        return SS_ERR_OOM;
+    }
+    ss_status st = ssi_ptr_put(&d->vmoff, (uintptr_t)va, off);
+    if (st != SS_OK) arena_give(d, off, n);
+    pthread_mutex_unlock(&d->mu);
+    if (st != SS_OK) return st;
+    void *m = mmap(va, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, d->memfd, (off_t)off);
+    if (m == MAP_FAILED) {
+        SS_ERROR("cpu-sim: mapping %zu bytes at %p failed: %s", n, va, strerror(errno));
+        pthread_mutex_lock(&d->mu);
+        size_t i = ssi_ptr_find(&d->vmoff, (uintptr_t)va);
+        if (i != SIZE_MAX) ssi_ptr_del_at(&d->vmoff, i);
+        arena_give(d, off, n);
+        pthread_mutex_unlock(&d->mu);
+        return SS_ERR_DEVICE;
+    }
+    poison_fill(va, n);   /* fresh memory reads as NaN, as a fresh block does */
+    return SS_OK;
+}
+
+static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + bn && y < x + an;
+}
+
+/* Does a copy that is queued or running touch [p, p+n)? (caller holds mu) */
+static int copy_touches(const sim_dev *d, const void *p, size_t n) {
+    for (const sim_op *op = d->inflight; op; op = op->fl_next)
+        if (overlaps(op->dst, op->n, p, n) || overlaps(op->src, op->n, p, n)) return 1;
+    for (size_t i = 0; i < d->nvq; i++)
+        if (overlaps(d->vq[i].dst, d->vq[i].n, p, n) || overlaps(d->vq[i].src, d->vq[i].n, p, n))
+            return 1;
+    return 0;
+}
+
+static ss_status sim_vm_unmap(void *ctx, void *va, size_t n) {
+    sim_dev *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    if (copy_touches(d, va, n)) {
+        pthread_mutex_unlock(&d->mu);
+        return SS_ERR_STATE;   /* a copy may still read or write it: not now */
+    }
+    size_t i = ssi_ptr_find(&d->vmoff, (uintptr_t)va);
+    SS_ASSERT(i != SIZE_MAX);
+    size_t off = d->vmoff.vals[i];
+    ssi_ptr_del_at(&d->vmoff, i);
+    /* PROT_NONE over the range, never munmap: another thread's mmap must not land here */
+    void *m = mmap(va, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) SS_ERROR("cpu-sim: unmapping %zu bytes at %p failed: %s", n, va, strerror(errno));
+    poison_fill(d->arena + off, n);   /* the physical memory, as a freed block */
+    arena_give(d, off, n);
+    pthread_mutex_unlock(&d->mu);
+    return SS_OK;
+}
+
+/* SS_ERR_INVALID unless [p, p+n) lies in the arena or in a reservation. */
 static ss_status in_arena(sim_dev *d, const void *p, size_t n, const char *fn) {
     const unsigned char *b = p;
+    int inres = 0;
+    pthread_mutex_lock(&d->mu);
+    for (size_t i = 0; i < d->nvres && !inres; i++) {
+        uintptr_t u = (uintptr_t)p, k = d->vres[i].off;
+        inres = u >= k && n <= d->vres[i].len && u - k <= d->vres[i].len - n;
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (inres) return SS_OK;
     if (b < d->arena || b >= d->arena + d->cap || n > (size_t)(d->arena + d->cap - b)) {
         SS_ERROR("%s: [%p, +%zu) is not cpu-sim device memory", fn, p, n);
         return SS_ERR_INVALID;
@@ -410,6 +560,20 @@ static void event_complete(sim_event *ev, uint64_t gen, double t) {
     }
 }
 
+/* The in-flight list of real-clock copies (caller holds mu). */
+static void fl_link(sim_dev *d, sim_op *op) {
+    op->fl_prev = NULL;
+    op->fl_next = d->inflight;
+    if (d->inflight) d->inflight->fl_prev = op;
+    d->inflight = op;
+}
+
+static void fl_unlink(sim_dev *d, sim_op *op) {
+    if (op->fl_prev) op->fl_prev->fl_next = op->fl_next; else d->inflight = op->fl_next;
+    if (op->fl_next) op->fl_next->fl_prev = op->fl_prev;
+    op->fl_prev = op->fl_next = NULL;
+}
+
 /* Runs op (of a stream thread or the host stream) to completion; caller holds mu, which may be
  * released while waiting. wake: the condition variable the calling thread sleeps on until its
  * copy is done (nobody else may wait there for a copy at the same time). */
@@ -454,6 +618,7 @@ static void *stream_thread(void *arg) {
         if (!s->head) break;
         sim_op *op = s->head;
         run_op(d, op, &s->cv);
+        if (op->k == OP_COPY) fl_unlink(d, op);
         /* the last queued op naming an event lets event_free go on */
         if (op->ev && --op->ev->pending == 0) event_wake(op->ev);
         s->head = op->next;
@@ -598,7 +763,9 @@ static ss_status submit(sim_dev *d, sim_stream *s, const sim_op *tmpl) {
         if (op.k == OP_WAIT) op.gen = op.ev->rec_gen;
         pthread_cond_t wake;          /* this caller's own: it alone waits for this copy */
         pthread_cond_init(&wake, NULL);
+        if (op.k == OP_COPY) fl_link(d, &op);
         run_op(d, &op, &wake);
+        if (op.k == OP_COPY) fl_unlink(d, &op);
         pthread_mutex_unlock(&d->mu);
         pthread_cond_destroy(&wake);
         return SS_OK;
@@ -609,6 +776,7 @@ static ss_status submit(sim_dev *d, sim_stream *s, const sim_op *tmpl) {
     pthread_mutex_lock(&d->mu);
     if (op->k == OP_RECORD) op->gen = ++op->ev->rec_gen;
     if (op->k == OP_WAIT) op->gen = op->ev->rec_gen;
+    if (op->k == OP_COPY) fl_link(d, op);
     enqueue(s, op);
     pthread_mutex_unlock(&d->mu);
     return SS_OK;
@@ -733,6 +901,10 @@ static const struct ss_device_i sim_iface = {
     .event_elapsed = NULL,        /* default: difference of event_time */
     .event_time = sim_event_time,
     .now = sim_now,
+    .vm_reserve = sim_vm_reserve,
+    .vm_release = sim_vm_release,
+    .vm_map = sim_vm_map,
+    .vm_unmap = sim_vm_unmap,
 };
 
 static void sim_close(void *ctx) {
@@ -744,6 +916,9 @@ static void sim_close(void *ctx) {
     for (int i = 0; i < ENG_N; i++)
         if (d->eng[i].started) pthread_join(d->eng[i].th, NULL);
     if (d->arena) munmap(d->arena, d->map_len);
+    if (d->memfd >= 0) close(d->memfd);
+    ssi_ptr_free(&d->vmoff);
+    free(d->vres);
     free(d->freel);
     free(d->vq);          /* copies that never landed: nobody waited for them */
     for (int i = 0; i < ENG_N; i++) pthread_cond_destroy(&d->eng[i].cv);
@@ -769,7 +944,20 @@ static ss_status sim_open(const char *name, const ss_options *o, ssi_device_back
     for (int i = 0; i < ENG_N; i++) pthread_cond_init(&d->eng[i].cv, NULL);
     d->cap = (size_t)o->sim_capacity_bytes / SIM_ALIGN * SIM_ALIGN;
     d->map_len = d->cap;
-    void *m = mmap(NULL, d->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    d->memfd = -1;
+    long pg = sysconf(_SC_PAGESIZE);
+    d->page = pg > 0 ? (size_t)pg : 4096;
+    void *m = MAP_FAILED;
+#ifdef MFD_CLOEXEC
+    /* the arena in a memfd, so that its pages can be mapped a second time at a reservation's
+     * addresses (ss_vm_map); without memfd_create, an anonymous arena and no vm slots */
+    d->memfd = memfd_create("smartswap-cpu-sim", MFD_CLOEXEC);
+    if (d->memfd >= 0 && ftruncate(d->memfd, (off_t)d->map_len) == 0)
+        m = mmap(NULL, d->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, d->memfd, 0);
+    if (m == MAP_FAILED && d->memfd >= 0) { close(d->memfd); d->memfd = -1; }
+#endif
+    if (m == MAP_FAILED)
+        m = mmap(NULL, d->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) {
         ssi_fmt(err, err_len, "cannot reserve %zu bytes of address space: %s", d->map_len, strerror(errno));
         sim_close(d);
@@ -819,6 +1007,7 @@ static ss_status sim_open(const char *name, const ss_options *o, ssi_device_back
     c->virtual_clock = d->virt;
     c->d2h_gbps = o->sim_d2h_gbps;
     c->h2d_gbps = o->sim_h2d_gbps;
+    c->vm_granularity = d->memfd >= 0 ? d->page : 0;
     return SS_OK;
 }
 

@@ -163,6 +163,28 @@ static ss_status f_event_time(void *ctx, void *e, double *seconds) {
     return ss_event_time(f->inner, e, seconds);
 }
 
+/* Virtual memory: a map is an "alloc" call (reserve, release and unmap never fail here). */
+static ss_status f_vm_reserve(void *ctx, size_t n, void **va) {
+    fault_dev *f = ctx;
+    return ss_vm_reserve(f->inner, n, va);
+}
+
+static ss_status f_vm_release(void *ctx, void *va, size_t n) {
+    fault_dev *f = ctx;
+    return ss_vm_release(f->inner, va, n);
+}
+
+static ss_status f_vm_map(void *ctx, void *va, size_t n) {
+    fault_dev *f = ctx;
+    FAULT(FK_ALLOC);
+    return ss_vm_map(f->inner, va, n);
+}
+
+static ss_status f_vm_unmap(void *ctx, void *va, size_t n) {
+    fault_dev *f = ctx;
+    return ss_vm_unmap(f->inner, va, n);
+}
+
 static double f_now(void *ctx) {
     fault_dev *f = ctx;
     return ss_device_now(f->inner);
@@ -192,6 +214,10 @@ static const struct ss_device_i fault_iface = {
     .event_elapsed = f_event_elapsed,
     .event_time = f_event_time,
     .now = f_now,
+    .vm_reserve = f_vm_reserve,
+    .vm_release = f_vm_release,
+    .vm_map = f_vm_map,
+    .vm_unmap = f_vm_unmap,
 };
 
 static int kind_index(const char *kind) {

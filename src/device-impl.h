@@ -89,6 +89,14 @@ struct ss_device_i {
 
     /* (optional; default wall seconds since open) The device clock. Never fails. */
     double (*now)(void *ctx);
+
+    /* (optional, all four or none; default SS_ERR_UNSUPPORTED) Virtual memory, as ss_vm_* in
+     * smartswap-device.h. The wrapper checks alignment to caps.vm_granularity, that a map lies
+     * in a live reservation and that an unmap names exactly a live mapping; it counts. */
+    ss_status (*vm_reserve)(void *ctx, size_t n, void **va);
+    ss_status (*vm_release)(void *ctx, void *va, size_t n);
+    ss_status (*vm_map)(void *ctx, void *va, size_t n);
+    ss_status (*vm_unmap)(void *ctx, void *va, size_t n);
 };
 
 /* What a backend's open fills in. */
@@ -131,8 +139,16 @@ struct ss_device {
     pthread_mutex_t mu;
     ss_device_stats stats;
     ssi_ptr_table mem, host;       /* live device / host blocks -> size */
+    ssi_ptr_table vres, vmap;      /* live reservations / mappings -> size */
     uint64_t live_streams, live_events;
 };
+
+/* The live pointer table (device.c): put (k absent, != 0; SS_ERR_HOST_OOM), find (SIZE_MAX when
+ * absent), delete at an index found, free. */
+ss_status ssi_ptr_put(ssi_ptr_table *t, uintptr_t k, size_t v);
+size_t ssi_ptr_find(const ssi_ptr_table *t, uintptr_t k);
+void ssi_ptr_del_at(ssi_ptr_table *t, size_t i);
+void ssi_ptr_free(ssi_ptr_table *t);
 
 /* Wraps an opened backend into a device object (device.c). SS_ERR_HOST_OOM on failure, and
  * the backend is left open (the caller closes it). */

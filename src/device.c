@@ -33,7 +33,7 @@ static size_t ptr_slot(uintptr_t k, size_t cap) {
 }
 
 /* Inserts k -> v (k not present, k != 0). SS_ERR_HOST_OOM if the table cannot grow. */
-static ss_status ptr_put(ssi_ptr_table *t, uintptr_t k, size_t v) {
+ss_status ssi_ptr_put(ssi_ptr_table *t, uintptr_t k, size_t v) {
     if ((t->len + 1) * 2 > t->cap) {
         size_t ncap = t->cap ? t->cap * 2 : 64;
         uintptr_t *nk = calloc(ncap, sizeof *nk);
@@ -55,7 +55,7 @@ static ss_status ptr_put(ssi_ptr_table *t, uintptr_t k, size_t v) {
 }
 
 /* Index of k, or SIZE_MAX. */
-static size_t ptr_find(const ssi_ptr_table *t, uintptr_t k) {
+size_t ssi_ptr_find(const ssi_ptr_table *t, uintptr_t k) {
     if (!t->cap || !k) return SIZE_MAX;
     for (size_t j = ptr_slot(k, t->cap);; j = (j + 1) & (t->cap - 1)) {
         if (!t->keys[j]) return SIZE_MAX;
@@ -63,7 +63,7 @@ static size_t ptr_find(const ssi_ptr_table *t, uintptr_t k) {
     }
 }
 
-static void ptr_del_at(ssi_ptr_table *t, size_t i) {
+void ssi_ptr_del_at(ssi_ptr_table *t, size_t i) {
     size_t m = t->cap - 1, j = i;
     t->keys[i] = 0;
     for (;;) {
@@ -78,7 +78,7 @@ static void ptr_del_at(ssi_ptr_table *t, size_t i) {
     t->len--;
 }
 
-static void ptr_free(ssi_ptr_table *t) {
+void ssi_ptr_free(ssi_ptr_table *t) {
     free(t->keys); free(t->vals);
     memset(t, 0, sizeof *t);
 }
@@ -135,6 +135,8 @@ ss_status ssi_device_make(const ssi_device_backend *be, ss_device_t **out) {
     d->iface = be->iface;
     d->ctx = be->ctx;
     d->caps = be->caps;
+    if (!be->iface->vm_reserve || !be->iface->vm_release || !be->iface->vm_map || !be->iface->vm_unmap)
+        d->caps.vm_granularity = 0;   /* all four or none */
     d->t_open = ssi_now();
     *out = d;
     return SS_OK;
@@ -172,18 +174,20 @@ ss_status ss_device_open(const char *name, const ss_options *opts, ss_device_t *
 ss_status ss_device_close(ss_device_t *dev) {
     SS_CHECK_ARG(!dev, "ss_device_close: NULL device");
     pthread_mutex_lock(&dev->mu);
-    size_t nm = dev->mem.len, nh = dev->host.len;
+    size_t nm = dev->mem.len, nh = dev->host.len, nv = dev->vres.len;
     uint64_t ns = dev->live_streams, ne = dev->live_events;
     pthread_mutex_unlock(&dev->mu);
-    if (nm || nh || ns || ne) {
+    if (nm || nh || ns || ne || nv) {
         SS_ERROR("ss_device_close(%s): still live: %zu device blocks, %zu host blocks, "
-                 "%llu streams, %llu events; nothing closed", dev->caps.name, nm, nh,
-                 (unsigned long long)ns, (unsigned long long)ne);
+                 "%llu streams, %llu events, %zu address reservations; nothing closed",
+                 dev->caps.name, nm, nh, (unsigned long long)ns, (unsigned long long)ne, nv);
         return SS_ERR_STATE;
     }
     dev->iface->close(dev->ctx);
-    ptr_free(&dev->mem);
-    ptr_free(&dev->host);
+    ssi_ptr_free(&dev->mem);
+    ssi_ptr_free(&dev->host);
+    ssi_ptr_free(&dev->vres);
+    ssi_ptr_free(&dev->vmap);
     pthread_mutex_destroy(&dev->mu);
     free(dev);
     return SS_OK;
@@ -223,7 +227,7 @@ ss_status ss_mem_alloc(ss_device_t *dev, size_t n, void **out) {
     ss_status st = dev->iface->mem_alloc(dev->ctx, n, &p);
     if (st != SS_OK) return st;
     pthread_mutex_lock(&dev->mu);
-    st = ptr_put(&dev->mem, (uintptr_t)p, n);
+    st = ssi_ptr_put(&dev->mem, (uintptr_t)p, n);
     if (st == SS_OK) {
         dev->stats.mem_allocs++;
         dev->stats.mem_bytes_in_use += n;
@@ -243,7 +247,7 @@ ss_status ss_mem_alloc(ss_device_t *dev, size_t n, void **out) {
  * live (foreign or freed twice), SS_ERR_INVALID for a size mismatch (nothing removed). */
 static ss_status take_ptr(ss_device_t *dev, ssi_ptr_table *t, void *p, size_t n, const char *what) {
     pthread_mutex_lock(&dev->mu);
-    size_t i = ptr_find(t, (uintptr_t)p);
+    size_t i = ssi_ptr_find(t, (uintptr_t)p);
     if (i == SIZE_MAX) {
         pthread_mutex_unlock(&dev->mu);
         SS_ERROR("%s(%s): %p is not a live block (foreign pointer or double free)", what,
@@ -256,7 +260,7 @@ static ss_status take_ptr(ss_device_t *dev, ssi_ptr_table *t, void *p, size_t n,
         SS_ERROR("%s(%s): %p has %zu bytes, not %zu", what, dev->caps.name, p, had, n);
         return SS_ERR_INVALID;
     }
-    ptr_del_at(t, i);
+    ssi_ptr_del_at(t, i);
     pthread_mutex_unlock(&dev->mu);
     return SS_OK;
 }
@@ -284,7 +288,7 @@ ss_status ss_host_alloc(ss_device_t *dev, size_t n, void **out) {
     else if (!(p = malloc(n))) st = SS_ERR_HOST_OOM;
     if (st != SS_OK) return st;
     pthread_mutex_lock(&dev->mu);
-    st = ptr_put(&dev->host, (uintptr_t)p, n);
+    st = ssi_ptr_put(&dev->host, (uintptr_t)p, n);
     if (st == SS_OK) {
         dev->stats.host_allocs++;
         dev->stats.host_bytes_in_use += n;
@@ -309,6 +313,118 @@ ss_status ss_host_free(ss_device_t *dev, void *p, size_t n) {
     pthread_mutex_lock(&dev->mu);
     dev->stats.host_frees++;
     dev->stats.host_bytes_in_use -= n;
+    pthread_mutex_unlock(&dev->mu);
+    return st;
+}
+
+/* ---- virtual memory ------------------------------------------------------------------------ */
+
+/* SS_OK when the device has the vm slots and n > 0 and p (may be NULL) are multiples of the
+ * granularity. */
+static ss_status vm_args(ss_device_t *dev, const void *p, size_t n, const char *fn) {
+    SS_CHECK_ARG(!dev, "%s: NULL device", fn);
+    if (!dev->iface->vm_map || !dev->caps.vm_granularity) return SS_ERR_UNSUPPORTED;
+    uint64_t g = dev->caps.vm_granularity;
+    SS_CHECK_ARG(n == 0 || n % g != 0 || (uintptr_t)p % g != 0,
+                 "%s(%s): %p +%zu is not aligned to the granularity %llu", fn, dev->caps.name, p,
+                 n, (unsigned long long)g);
+    return SS_OK;
+}
+
+/* Is [p, p+n) inside one live reservation? (caller holds dev->mu) */
+static int in_reservation(const ss_device_t *dev, const void *p, size_t n) {
+    uintptr_t u = (uintptr_t)p;
+    for (size_t i = 0; i < dev->vres.cap; i++) {
+        uintptr_t k = dev->vres.keys[i];
+        if (k && u >= k && n <= dev->vres.vals[i] && u - k <= dev->vres.vals[i] - n) return 1;
+    }
+    return 0;
+}
+
+ss_status ss_vm_reserve(ss_device_t *dev, size_t n, void **va) {
+    ss_status st = vm_args(dev, NULL, n, "ss_vm_reserve");
+    if (st != SS_OK) return st;
+    SS_CHECK_ARG(!va, "ss_vm_reserve: NULL out");
+    void *p = NULL;
+    if ((st = dev->iface->vm_reserve(dev->ctx, n, &p)) != SS_OK) return st;
+    pthread_mutex_lock(&dev->mu);
+    st = ssi_ptr_put(&dev->vres, (uintptr_t)p, n);
+    if (st == SS_OK) dev->stats.vm_reserved_bytes += n;
+    pthread_mutex_unlock(&dev->mu);
+    if (st != SS_OK) { dev->iface->vm_release(dev->ctx, p, n); return st; }
+    *va = p;
+    return SS_OK;
+}
+
+ss_status ss_vm_release(ss_device_t *dev, void *va, size_t n) {
+    ss_status st = vm_args(dev, va, n, "ss_vm_release");
+    if (st != SS_OK) return st;
+    pthread_mutex_lock(&dev->mu);
+    for (size_t i = 0; i < dev->vmap.cap; i++) {
+        uintptr_t k = dev->vmap.keys[i];
+        if (k && k >= (uintptr_t)va && k - (uintptr_t)va < n) {
+            pthread_mutex_unlock(&dev->mu);
+            SS_ERROR("ss_vm_release(%s): %p +%zu still has mapped ranges", dev->caps.name, va, n);
+            return SS_ERR_STATE;
+        }
+    }
+    pthread_mutex_unlock(&dev->mu);
+    if ((st = take_ptr(dev, &dev->vres, va, n, "ss_vm_release")) != SS_OK) return st;
+    st = dev->iface->vm_release(dev->ctx, va, n);
+    pthread_mutex_lock(&dev->mu);
+    dev->stats.vm_reserved_bytes -= n;
+    pthread_mutex_unlock(&dev->mu);
+    return st;
+}
+
+ss_status ss_vm_map(ss_device_t *dev, void *va, size_t n) {
+    ss_status st = vm_args(dev, va, n, "ss_vm_map");
+    if (st != SS_OK) return st;
+    pthread_mutex_lock(&dev->mu);
+    int ok = in_reservation(dev, va, n) && ssi_ptr_find(&dev->vmap, (uintptr_t)va) == SIZE_MAX;
+    pthread_mutex_unlock(&dev->mu);
+    if (!ok) {
+        SS_ERROR("ss_vm_map(%s): %p +%zu is not an unmapped range of a reservation",
+                 dev->caps.name, va, n);
+        return SS_ERR_STATE;
+    }
+    if ((st = dev->iface->vm_map(dev->ctx, va, n)) != SS_OK) return st;
+    pthread_mutex_lock(&dev->mu);
+    st = ssi_ptr_put(&dev->vmap, (uintptr_t)va, n);
+    if (st == SS_OK) {
+        dev->stats.vm_maps++;
+        dev->stats.vm_mapped_bytes += n;
+        dev->stats.mem_bytes_in_use += n;
+        if (dev->stats.mem_bytes_in_use > dev->stats.mem_bytes_peak)
+            dev->stats.mem_bytes_peak = dev->stats.mem_bytes_in_use;
+    }
+    pthread_mutex_unlock(&dev->mu);
+    if (st != SS_OK) { dev->iface->vm_unmap(dev->ctx, va, n); return st; }
+    return SS_OK;
+}
+
+ss_status ss_vm_unmap(ss_device_t *dev, void *va, size_t n) {
+    ss_status st = vm_args(dev, va, n, "ss_vm_unmap");
+    if (st != SS_OK) return st;
+    pthread_mutex_lock(&dev->mu);
+    size_t i = ssi_ptr_find(&dev->vmap, (uintptr_t)va);
+    int ok = i != SIZE_MAX && dev->vmap.vals[i] == n;
+    pthread_mutex_unlock(&dev->mu);
+    if (!ok) {
+        SS_ERROR("ss_vm_unmap(%s): %p +%zu is not a live mapping", dev->caps.name, va, n);
+        return SS_ERR_INVALID;
+    }
+    st = dev->iface->vm_unmap(dev->ctx, va, n);
+    pthread_mutex_lock(&dev->mu);
+    if (st == SS_OK) {
+        i = ssi_ptr_find(&dev->vmap, (uintptr_t)va);
+        if (i != SIZE_MAX) ssi_ptr_del_at(&dev->vmap, i);
+        dev->stats.vm_unmaps++;
+        dev->stats.vm_mapped_bytes -= n;
+        dev->stats.mem_bytes_in_use -= n;
+    } else if (st == SS_ERR_STATE) {
+        dev->stats.vm_busy++;
+    }
     pthread_mutex_unlock(&dev->mu);
     return st;
 }

@@ -37,6 +37,8 @@ static const opt_row rows[] = {
      "device memory budget of the allocator; 0 = the device's capacity"},
     {"host-mem", "SMARTSWAP_HOST_MEM", OPT_SIZE, F(host_mem_bytes), "0", 0, 1e18, NULL,
      "cap on pinned host memory for swapped tensors; 0 = no cap"},
+    {"granule", "SMARTSWAP_GRANULE", OPT_SIZE, F(granule_bytes), "0", 0, 1e18, NULL,
+     "allocator: virtual-memory segments with physical granules of this size (64KiB is the usual; raised to budget/16384); 0 = plain segments"},
     {"sim-capacity", "SMARTSWAP_SIM_CAPACITY", OPT_SIZE, F(sim_capacity_bytes), "4GiB", 4096, 1e18, NULL,
      "cpu-sim: device memory capacity"},
     {"sim-d2h-gbps", "SMARTSWAP_SIM_D2H_GBPS", OPT_FLOAT, F(sim_d2h_gbps), "8", 1e-6, 1e6, NULL,
