@@ -23,7 +23,9 @@
  *   combine -> temporary. Routing is balanced (T*K/E rows per expert).
  *   GPT-2: LayerNorm, no RoPE (q0, k0 saved directly), fc -> f (S), gelu -> (S), proj.
  *   final_norm -> hf [b,s,h] (S), then the loss:
- *   chunked (the default, loss_chunk = C tokens, Cc = min(C, T)): chunked_xent, ONE operator
+ *   chunked (the default; Cc = ssi_workload_loss_chunk: loss_chunk clamped to T, or with
+ *     loss_chunk 0 the trainer's rule, the largest multiple of 64 with Cc*V <= T*h, at least 64,
+ *     at most T): chunked_xent, ONE operator
  *     whatever T (so sequences of any size keep one structure): the fused LM head + cross-entropy
  *     one chunk at a time; reads hf and targets, saves lse f32 [b,s] (S); one chunk's logits
  *     [Cc,V] d are a temporary alive during the operator only. chunked_xent_bwd recomputes each
@@ -92,6 +94,17 @@ void ssi_workload_default(ssi_workload_config *c) {
     c->loss_chunk = SSI_WORKLOAD_LOSS_CHUNK_DEFAULT;
     c->device_flops = 400e12;
     c->device_bw = 3e12;
+}
+
+uint64_t ssi_workload_loss_chunk(const ssi_workload_config *c) {
+    if (!c || !c->vocab) return 0;
+    uint64_t T = (uint64_t)c->batch * c->seq, ch = c->loss_chunk;
+    if (!ch) {
+        uint64_t fit = T * c->hidden / c->vocab;   /* rows of V no larger than T x h */
+        ch = fit < SSI_WORKLOAD_LOSS_CHUNK_ALIGN ? SSI_WORKLOAD_LOSS_CHUNK_ALIGN
+                                                 : fit / SSI_WORKLOAD_LOSS_CHUNK_ALIGN * SSI_WORKLOAD_LOSS_CHUNK_ALIGN;
+    }
+    return ch < T ? ch : T;
 }
 
 ss_status ssi_workload_preset(ssi_workload_config *c, const char *name) {
@@ -178,7 +191,7 @@ ss_status ssi_workload_validate(const ssi_workload_config *c, char *err, size_t 
         return SS_ERR_INVALID;
     }
     if (c->loss == SSI_WORKLOAD_LOSS_CHUNKED &&
-        range(err, err_len, "loss-chunk", c->loss_chunk, 1, SSI_WORKLOAD_LOSS_CHUNK_MAX))
+        range(err, err_len, "loss-chunk", c->loss_chunk, 0, SSI_WORKLOAD_LOSS_CHUNK_MAX))
         return SS_ERR_INVALID;
     if (!(c->device_flops > 0 && c->device_flops < 1e20) || !(c->device_bw > 0 && c->device_bw < 1e18)) {
         bad(err, err_len, "device FLOP/s and bytes/s must be positive and finite");
@@ -522,7 +535,7 @@ static void build(gen *g, layer_saved *S) {
     } else {
         /* one chunk's logits [Cc, V] exist at a time; every chunk's are written and read once,
          * so the op touches 2*T*V*d bytes of logits although only one chunk is alive */
-        uint64_t Cc = c->loss_chunk < D.T ? c->loss_chunk : D.T;
+        uint64_t Cc = ssi_workload_loss_chunk(c);
         double logit_bytes = 2 * T * V * w - (double)Cc * V * w;
         op(g, "chunked_xent", SS_PHASE_FWD, 2 * T * h * V + F_SOFTMAX * T * V, h * V * w + logit_bytes);
         use(g, hf); use(g, targets);
@@ -622,7 +635,7 @@ ss_status ssi_workload_generate(const ssi_workload_config *c, ss_profile **out, 
             p->size_sig = ssi_size_sig(ssi_profile_saved_bytes(p));
             char loss[32];
             if (c->loss == SSI_WORKLOAD_LOSS_FULL) ssi_fmt(loss, sizeof loss, "full");
-            else ssi_fmt(loss, sizeof loss, "chunked:%u", c->loss_chunk);
+            else ssi_fmt(loss, sizeof loss, "chunked:%llu", (unsigned long long)ssi_workload_loss_chunk(c));
             ssi_fmt(p->desc, sizeof p->desc, "trace gen %s: L=%u h=%u a=%u kv=%u i=%u V=%u%s b=%u s=%u %s%s loss=%s",
                     c->model, c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab,
                     c->moe_experts ? " moe" : "", c->batch, c->seq, c->dtype_bytes == 2 ? "bf16" : "f32",

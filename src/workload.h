@@ -29,7 +29,8 @@ typedef enum ssi_workload_loss {
     SSI_WORKLOAD_LOSS_FULL = 1     /* the [b,s,V] logits, then cross-entropy saving f32 probabilities */
 } ssi_workload_loss;
 
-#define SSI_WORKLOAD_LOSS_CHUNK_DEFAULT 1024u   /* tokens; the trainer's --loss-chunk default */
+#define SSI_WORKLOAD_LOSS_CHUNK_DEFAULT 0u      /* 0: the trainer's rule, ssi_workload_loss_chunk */
+#define SSI_WORKLOAD_LOSS_CHUNK_ALIGN 64u       /* the rule's chunks are multiples of it, at least it */
 #define SSI_WORKLOAD_LOSS_CHUNK_MAX (1u << 24)
 
 typedef struct ssi_workload_config {
@@ -43,15 +44,25 @@ typedef struct ssi_workload_config {
     uint32_t moe_experts, moe_topk;  /* 0 = dense MLP; else E experts, K routed per token */
     int      flash;          /* 1: flash attention (no s^2 tensors); 0: naive softmax(QK^T)V */
     uint32_t loss;           /* ssi_workload_loss */
-    uint32_t loss_chunk;     /* tokens per chunk of the chunked loss (clamped to batch * seq) */
+    uint32_t loss_chunk;     /* tokens per chunk of the chunked loss; 0: the trainer's rule; what
+                              * is used is ssi_workload_loss_chunk (clamped to batch * seq) */
     double   device_flops;   /* effective FLOP/s and bytes/s for the per-op time estimate */
     double   device_bw;
 } ssi_workload_config;
 
 /* Defaults: no model dims (set a preset or explicit dims), batch 1, seq 2048, bf16, dense, flash
- * attention, chunked loss of 1024 tokens (the reference trainer's defaults), 400 TFLOP/s and
+ * attention, chunked loss with loss_chunk 0 (the reference trainer's defaults: the chunk of
+ * ssi_workload_loss_chunk's rule), 400 TFLOP/s and
  * 3 TB/s effective (an H200-class device at a realistic fraction of peak). */
 void ssi_workload_default(ssi_workload_config *c);
+
+/* Tokens per chunk of the chunked loss that c's iteration uses, the reference trainer's
+ * gpt_loss_chunk (gpt/model.c) for a micro-batch of T = batch * seq tokens: c->loss_chunk if
+ * set, else (0, the default) the largest multiple of 64 tokens whose [chunk, V] logits are no
+ * larger than the [T, h] final hidden state, floor(T * h / V / 64) * 64, at least 64; either way
+ * at most T. E.g. llama-3.2-1b at 8 x 2048: 16384 * 2048 / 128256 = 261.6 -> 256. Whatever the
+ * loss mode (the full loss ignores it); 0 when batch, seq or vocab is 0 (an unset config). */
+uint64_t ssi_workload_loss_chunk(const ssi_workload_config *c);
 
 /* A model preset: dims and where they come from. */
 typedef struct ssi_workload_preset_info {

@@ -102,7 +102,7 @@ static void t_trace(void) {
     /* the attention and loss flags: unknown values name the accepted ones */
     static const struct { const char *flags, *want1, *want2; } bad[] = {
         {"--attention sparse", "flash", "naive"}, {"--loss chunky", "chunked", "full"},
-        {"--loss-chunk 0", "--loss-chunk", "[1, "}};
+        {"--loss-chunk 16777217", "--loss-chunk", "[0, 16777216]"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(args, sizeof args, "trace gen --model gpt2-124m %s -o %s/x.jsonl", bad[i].flags, tmpdir);
         CHECK_EQ_INT(run(args, &o), 2);
@@ -113,17 +113,45 @@ static void t_trace(void) {
         CHECK_MSG(has(o, bad[i].want1) && has(o, bad[i].want2), "%s: %s", bad[i].flags, o);
         free(o);
     }
-    /* the defaults are the trainer's, and the desc and simulate's header say which */
-    snprintf(args, sizeof args, "trace gen --model gpt2-124m --seq 64 -o %s/d.jsonl", tmpdir);
-    CHECK_EQ_INT(run(args, &o), 0);
-    CHECK_MSG(has(o, " flash loss=chunked:1024"), "%s", o);
+    /* the defaults are the trainer's, and the desc and simulate's header say which: the chunk
+     * by the trainer's rule (the largest multiple of 64 tokens whose [chunk,V] logits are no
+     * larger than the [b x s,h] hidden state, at least 64, at most b x s), an explicit one kept */
+    static const struct { const char *flags, *want; } chunks[] = {
+        {"--batch 4 --seq 1024", " flash loss=chunked:64"},          /* 4096 x 768 / 50257 = 62.6 */
+        {"--seq 32", " flash loss=chunked:32"},                      /* fewer tokens than 64 */
+        {"--seq 64 --loss-chunk 0", " flash loss=chunked:64"},
+        {"--batch 4 --seq 1024 --loss-chunk 100", " flash loss=chunked:100"},
+        {"--seq 100 --loss-chunk 4096", " flash loss=chunked:100"}};       /* clamped to b x s */
+    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
+        snprintf(args, sizeof args, "trace gen --model gpt2-124m %s -o %s/d.jsonl", chunks[i].flags, tmpdir);
+        CHECK_EQ_INT(run(args, &o), 0);
+        CHECK_MSG(has(o, chunks[i].want), "%s: %s", chunks[i].flags, o);
+        free(o);
+    }
+    CHECK_EQ_INT(run("trace gen --help", &o), 0);
+    CHECK_MSG(has(o, "0: the trainer's rule, the largest multiple of 64 tokens"), "%s", o);
     free(o);
     snprintf(args, sizeof args, "trace gen --model gpt2-124m --seq 64 --no-flash --loss full -o %s/d.jsonl", tmpdir);
     CHECK_EQ_INT(run(args, &o), 0);
     CHECK_MSG(has(o, " naive loss=full"), "%s", o);
     free(o);
     CHECK_EQ_INT(run("simulate --model gpt2-124m --seq 128", &o), 0);
-    CHECK_MSG(has(o, "bf16, flash attention, chunked loss (1024 tokens)"), "%s", o);
+    CHECK_MSG(has(o, "bf16, flash attention, chunked loss (64 tokens)"), "%s", o);
+    free(o);
+    CHECK_EQ_INT(run("simulate --model llama-2-7b --seq 4096", &o), 0);   /* 4096 x 4096 / 32000 = 524.3 */
+    CHECK_MSG(has(o, "bf16, flash attention, chunked loss (512 tokens)"), "%s", o);
+    free(o);
+    CHECK_EQ_INT(run("simulate --model gpt2-124m --seq 128 --loss-chunk 100 --json", &o), 0);
+    CHECK_MSG(has(o, "\"loss_chunk\":\t100"), "%s", o);
+    free(o);
+    CHECK_EQ_INT(run("simulate --model gpt2-124m --seq 128 --loss-chunk 4096 --json", &o), 0);
+    CHECK_MSG(has(o, "\"loss_chunk\":\t128"), "%s", o);   /* the chunk used: at most b x s */
+    free(o);
+    CHECK_EQ_INT(run("simulate --model gpt2-124m --seq 128 --loss full --json", &o), 0);
+    CHECK_MSG(has(o, "\"loss_chunk\":\tnull"), "%s", o);
+    free(o);
+    CHECK_EQ_INT(run("simulate --help", &o), 0);
+    CHECK_MSG(has(o, "0: the trainer's rule, the largest multiple of 64 tokens"), "%s", o);
     free(o);
     CHECK_EQ_INT(run("simulate --model gpt2-124m --seq 128 --attention naive --loss full", &o), 0);
     CHECK_MSG(has(o, "bf16, naive attention, full loss"), "%s", o);
@@ -148,6 +176,8 @@ static void t_plan_min_budget_chunked_loss(void) {
         snprintf(args, sizeof args, "trace gen --model llama-3.2-1b --batch 8 --seq 2048%s -o %s/l1b.jsonl",
                  full ? " --loss full" : "", tmpdir);
         CHECK_EQ_INT(run(args, &o), 0);
+        /* the trainer's chunk: 16384 x 2048 / 128256 = 261.6 -> 256 tokens */
+        CHECK_MSG(has(o, full ? " flash loss=full" : " flash loss=chunked:256"), "%s", o);
         free(o);
         snprintf(args, sizeof args, "plan %s/l1b.jsonl --budget 130GiB --json -o %s/l1b.plan", tmpdir, tmpdir);
         CHECK_EQ_INT(run(args, &o), 0);

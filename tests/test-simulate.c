@@ -31,8 +31,8 @@ static void model(ssi_workload_config *c, const char *name, uint32_t batch, uint
  * layer's saved activations s*b*(12h + 4h_kv + 8i) + the f32 log-sum-exp 4a, the last layer's
  * output and the final norm's output (2h each), tokens and targets (8 each), and the loss:
  *  - chunked (the default; peak during chunked_xent_bwd): the f32 log-sum-exp 4 and the hidden
- *    gradient 2h, plus a fixed 2 x chunk x V x 2 bytes of one chunk's logits and their gradient
- *    (fixed_formula);
+ *    gradient 2h, plus 2 x chunk x V x 2 bytes of one chunk's logits and their gradient
+ *    (chunk_formula);
  *  - full (peak at cross_entropy / cross_entropy_bwd): f32 probabilities 4V plus the bf16 logits
  *    or their gradient 2V. */
 static double per_token_formula(const ssi_workload_config *c) {
@@ -41,15 +41,30 @@ static double per_token_formula(const ssi_workload_config *c) {
     return layers + (c->loss == SSI_WORKLOAD_LOSS_FULL ? 6.0 * c->vocab : 4 + 2 * h);
 }
 
-/* Bytes of the no-saving peak that do not grow with the tokens (at least loss_chunk of them). */
-static double fixed_formula(const ssi_workload_config *c) {
-    return c->loss == SSI_WORKLOAD_LOSS_FULL ? 0 : 2.0 * c->loss_chunk * c->vocab * 2;
+/* Bytes of the no-saving peak in the chunk's logits and their gradient at T tokens: the chunk is
+ * the trainer's (gpt_loss_chunk): loss_chunk, or with 0 (the default) the largest multiple of 64
+ * tokens with chunk x V <= T x h, at least 64; at most T either way. With the default the chunk
+ * grows by steps of 64 tokens with T (about 4h bytes per token). */
+static double chunk_formula(const ssi_workload_config *c, double T) {
+    if (c->loss == SSI_WORKLOAD_LOSS_FULL) return 0;
+    double ch = c->loss_chunk;
+    if (!ch) ch = fmax(64, 64 * floor(floor(T * c->hidden / c->vocab) / 64));
+    return 2.0 * fmin(ch, T) * c->vocab * 2;
 }
 
 static double static_formula(const ssi_workload_config *c) {
     ssi_workload_params P;
     ssi_workload_count_params(c, &P);
     return P.total * 16;   /* bf16 weights and gradients, fp32 master and two Adam moments */
+}
+
+/* The tokens T at which the no-saving peak reaches the budget: static + T x per token +
+ * chunk_formula(T) = budget, by fixed-point iteration (the chunk's bytes change T by a fraction of
+ * a percent, so it converges at once). */
+static double tokens_formula(const ssi_workload_config *c, double budget) {
+    double room = budget - static_formula(c), T = room / per_token_formula(c);
+    for (int k = 0; k < 8; k++) T = (room - chunk_formula(c, T)) / per_token_formula(c);
+    return T;
 }
 
 /* ---- one configuration ------------------------------------------------------------------- */
@@ -240,7 +255,7 @@ static void t_sweep_seq_formula(void) {
     CHECK_OK(ssi_strategy_sweep(&c, &env, SSI_SWEEP_SEQ, mask, 0, 0, &s, err, sizeof err));
     CHECK(!s.best[SSI_STRAT_SMARTSWAP].found);
     check_sweep_consistency(&s, &env);
-    double want = ((double)env.budget_bytes - static_formula(&c) - fixed_formula(&c)) / per_token_formula(&c);
+    double want = tokens_formula(&c, (double)env.budget_bytes);   /* batch 1 */
     double got = s.best[SSI_STRAT_NONE].value;
     CHECK_MSG(fabs(got - want) <= 0.02 * want, "no saving: seq %.0f, formula %.1f (%.2f %%)", got, want,
               100 * (got - want) / want);
@@ -265,7 +280,7 @@ static void t_sweep_batch_formula_and_min_speed(void) {
     char err[256] = "";
     CHECK_OK(ssi_strategy_sweep(&c, &env, SSI_SWEEP_BATCH, SSI_STRAT_ALL, 0, 6, &s, err, sizeof err));
     check_sweep_consistency(&s, &env);
-    double want = ((double)env.budget_bytes - static_formula(&c) - fixed_formula(&c)) / per_token_formula(&c) / c.seq;
+    double want = tokens_formula(&c, (double)env.budget_bytes) / c.seq;
     double got = s.best[SSI_STRAT_NONE].value;
     CHECK_MSG(fabs(got - floor(want)) <= 0.02 * want, "no saving: batch %.0f, formula %.2f", got, want);
     {
@@ -274,7 +289,7 @@ static void t_sweep_batch_formula_and_min_speed(void) {
         cf.loss = SSI_WORKLOAD_LOSS_FULL;
         ssi_sweep_result sf;
         CHECK_OK(ssi_strategy_sweep(&cf, &env, SSI_SWEEP_BATCH, 1u << SSI_STRAT_NONE, 0, 0, &sf, err, sizeof err));
-        double wf = ((double)env.budget_bytes - static_formula(&cf)) / per_token_formula(&cf) / cf.seq;
+        double wf = tokens_formula(&cf, (double)env.budget_bytes) / cf.seq;
         double gf = sf.best[SSI_STRAT_NONE].value;
         CHECK_MSG(fabs(gf - floor(wf)) <= 0.02 * wf, "no saving, full loss: batch %.0f, formula %.2f", gf, wf);
         CHECK_MSG(gf < 0.8 * got, "full loss: batch %.0f, chunked %.0f", gf, got);

@@ -3,7 +3,7 @@
  * (norm inputs and outputs 8h, Q and attention output 4h, K and V 4h_kv, MLP 8i, in bf16 with flash
  * attention), the a*s^2 score tensors without flash, GQA and MoE; FLOPs against
  * 6 * params * tokens + attention; parameter counts of the presets; the memory model; the
- * chunked loss (the default) against --loss full.
+ * chunked loss (the default) against --loss full, and its chunk: the reference trainer's rule.
  */
 #include "test.h"
 #include "workload.h"
@@ -355,7 +355,9 @@ static uint32_t find_op(const ss_profile *p, const char *name, uint32_t *count) 
 static void t_chunked_loss(void) {
     ssi_workload_config c = preset("llama-3.2-1b", 2, 1024);
     CHECK_EQ_INT(c.loss, SSI_WORKLOAD_LOSS_CHUNKED);
-    CHECK_EQ_U64(c.loss_chunk, 1024);
+    CHECK_EQ_U64(c.loss_chunk, 0);                /* the trainer's rule */
+    const uint64_t Cc = 64;                       /* 2048 x 2048 / 128256 = 32.7 tokens: the floor, 64 */
+    CHECK_EQ_U64(ssi_workload_loss_chunk(&c), Cc);
     CHECK(c.flash);
     ssi_workload_info in;
     memset(&in, 0, sizeof in);
@@ -388,21 +390,22 @@ static void t_chunked_loss(void) {
             nfwd_temp++;
             fwd_temp += x->bytes;
             CHECK_EQ_U64(x->release, f);           /* alive during the op only */
-            CHECK(x->ndim == 2 && x->shape[0] == 1024 && x->shape[1] == (int64_t)V);
+            CHECK(x->ndim == 2 && x->shape[0] == (int64_t)Cc && x->shape[1] == (int64_t)V);
         }
         if (x->producer == b && !(x->flags & SS_TENSOR_SAVED)) { nbwd_temp++; bwd_temp += x->bytes; }
     }
     CHECK(lse_ok);
     CHECK_EQ_U64(loss_saved, 4 * T);
     CHECK_EQ_INT(nfwd_temp, 1);
-    CHECK_EQ_U64(fwd_temp, 1024 * V * 2);
+    CHECK_EQ_U64(fwd_temp, Cc * V * 2);
     CHECK_EQ_INT(nbwd_temp, 3);                   /* d hf [b,s,h], a chunk's logits and their gradient */
-    CHECK_EQ_U64(bwd_temp, 2 * 1024 * V * 2 + T * h * 2);
+    CHECK_EQ_U64(bwd_temp, 2 * Cc * V * 2 + T * h * 2);
     /* saved outside the layers: tokens, targets (8 each), last layer output, final norm output (2h each), lse */
     uint64_t outside = 0;
     for (uint32_t t = 0; t < p->ntensors; t++)
         if (in.layer[t] < 0 && (p->tensors[t].flags & SS_TENSOR_SAVED)) outside += p->tensors[t].bytes;
     CHECK_EQ_U64(outside, T * (16 + 4 * h + 4));
+    CHECK(strstr(p->desc, "flash loss=chunked:64") != NULL);
     ssi_profile_stats s;
     ssi_profile_stats_get(p, &s);
     /* the same structure for any batch x seq, and for a chunk larger than the tokens */
@@ -416,7 +419,7 @@ static void t_chunked_loss(void) {
         for (uint32_t t = 0; t < q->ntensors; t++)
             if (qf != SS_NONE && q->tensors[t].producer == qf && !(q->tensors[t].flags & SS_TENSOR_SAVED))
                 CHECK_EQ_U64(q->tensors[t].shape[0], 100);   /* min(chunk, tokens) */
-        CHECK(strstr(q->desc, "flash loss=chunked:4096") != NULL);
+        CHECK(strstr(q->desc, "flash loss=chunked:100") != NULL);   /* the chunk used */
     }
     ssi_profile_free(q);
     /* --loss full: the [b,s,V] logits temporary, f32 probabilities saved, two ops each way */
@@ -446,6 +449,66 @@ static void t_chunked_loss(void) {
     ssi_workload_info_free(&inf);
     ssi_profile_free(r);
     ssi_workload_info_free(&in);
+    ssi_profile_free(p);
+}
+
+/* The chunk of the chunked loss is the reference trainer's (gpt_loss_chunk, gpt/model.c): with
+ * loss_chunk 0 (the default) the largest multiple of 64 tokens whose [chunk, V] logits are no
+ * larger than the [T, h] final hidden state, at least 64, at most T; an explicit chunk is kept,
+ * clamped to T. The generated chunk tensors and the desc use it. */
+static void t_loss_chunk_rule(void) {
+    static const struct { const char *model; uint32_t b, s, chunk; uint64_t want; } cases[] = {
+        {"llama-3.2-1b", 8, 2048, 0, 256},    /* 16384 x 2048 / 128256 = 261.6 */
+        {"llama-2-7b", 1, 4096, 0, 512},      /* 4096 x 4096 / 32000 = 524.3 */
+        {"llama-2-7b", 4, 4096, 0, 2048},     /* 2097.2 */
+        {"llama-3.2-1b", 2, 1024, 0, 64},     /* 32.7: the floor */
+        {"gpt2-124m", 1, 32, 0, 32},          /* fewer tokens than the floor: all of them */
+        {"llama-3.2-1b", 8, 2048, 100, 100},  /* explicit: kept, not rounded */
+        {"llama-3.2-1b", 1, 100, 4096, 100},  /* explicit: clamped to the tokens */
+        {"llama-2-7b", 1, 4096, 1, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ssi_workload_config c = preset(cases[k].model, cases[k].b, cases[k].s);
+        c.loss_chunk = cases[k].chunk;
+        uint64_t got = ssi_workload_loss_chunk(&c), T = (uint64_t)c.batch * c.seq;
+        CHECK_MSG(got == cases[k].want, "%s %ux%u chunk %u: %llu, want %llu", cases[k].model, c.batch, c.seq,
+                  cases[k].chunk, (unsigned long long)got, (unsigned long long)cases[k].want);
+        CHECK(got <= T && (got * c.vocab <= T * c.hidden || got == 64 || got == T || cases[k].chunk));
+        c.loss = SSI_WORKLOAD_LOSS_FULL;   /* the same number whatever the mode */
+        CHECK_EQ_U64(ssi_workload_loss_chunk(&c), got);
+    }
+    /* the rule's definition on a tiny config and on a sweep of token counts: a multiple of 64, its
+     * logits within the hidden state, the next multiple's not (unless at the floor or the tokens) */
+    ssi_workload_config c;
+    ssi_workload_default(&c);
+    c.layers = 1; c.hidden = 64; c.heads = 4; c.kv_heads = 2; c.ffn = 128; c.vocab = 1000;
+    c.batch = 2; c.seq = 64;
+    CHECK_EQ_U64(ssi_workload_loss_chunk(&c), 64);   /* 128 x 64 / 1000 = 8 */
+    c.vocab = 64;
+    for (uint32_t s = 1; s <= 3000; s += 7) {
+        c.batch = 1; c.seq = s;
+        uint64_t ch = ssi_workload_loss_chunk(&c);
+        CHECK_MSG(ch >= 1 && ch <= s, "seq %u: chunk %llu", s, (unsigned long long)ch);
+        if (ch < s) CHECK_MSG(ch % 64 == 0 && (ch == 64 || ch * c.vocab <= (uint64_t)s * c.hidden) &&
+                              (ch + 64) * c.vocab > (uint64_t)s * c.hidden, "seq %u: chunk %llu", s,
+                              (unsigned long long)ch);
+    }
+    c.vocab = 0;                                     /* an unset config */
+    CHECK_EQ_U64(ssi_workload_loss_chunk(&c), 0);
+    CHECK_EQ_U64(ssi_workload_loss_chunk(NULL), 0);
+    /* the generated profile uses it: the chunk tensors and the desc */
+    ssi_workload_config g = preset("llama-3.2-1b", 8, 2048);
+    ss_profile *p = gen(&g, NULL);
+    if (p) {
+        uint32_t f = find_op(p, "chunked_xent", NULL), n = 0;
+        for (uint32_t t = 0; t < p->ntensors; t++)
+            if (f != SS_NONE && p->tensors[t].producer == f && !(p->tensors[t].flags & SS_TENSOR_SAVED)) {
+                CHECK_EQ_U64(p->tensors[t].shape[0], 256);
+                CHECK_EQ_U64(p->tensors[t].shape[1], 128256);
+                n++;
+            }
+        CHECK_EQ_INT(n, 1);
+        CHECK_MSG(strstr(p->desc, " flash loss=chunked:256") != NULL, "%s", p->desc);
+    }
     ssi_profile_free(p);
 }
 
@@ -484,9 +547,9 @@ static void t_bad_config(void) {
     CHECK_STATUS(ssi_workload_generate(&c, &p, NULL, err, sizeof err), SS_ERR_INVALID);
     CHECK_MSG(strstr(err, "chunked or full"), "%s", err);
     c = preset("llama-2-7b", 1, 64);
-    c.loss_chunk = 0;
+    c.loss_chunk = SSI_WORKLOAD_LOSS_CHUNK_MAX + 1;   /* 0 is the trainer's rule, valid */
     CHECK_STATUS(ssi_workload_generate(&c, &p, NULL, err, sizeof err), SS_ERR_INVALID);
-    CHECK_MSG(strstr(err, "loss-chunk"), "%s", err);
+    CHECK_MSG(strstr(err, "loss-chunk") && strstr(err, "[0, "), "%s", err);
     c.loss = SSI_WORKLOAD_LOSS_FULL;   /* the chunk does not matter with the full loss */
     CHECK_OK(ssi_workload_generate(&c, &p, NULL, err, sizeof err));
     ssi_profile_free(p);
@@ -505,6 +568,7 @@ int main(void) {
     RUN(t_invariants);
     RUN(t_deterministic);
     RUN(t_chunked_loss);
+    RUN(t_loss_chunk_rule);
     RUN(t_bad_config);
     return test_summary();
 }

@@ -1,6 +1,7 @@
 /* cli-model.c: the model and workload flags that `smartswap trace gen` and `smartswap simulate`
  * share (--model or explicit dimensions, batch, sequence, dtype, MoE, attention, loss), parsed
- * once. The defaults are the reference trainer's: flash attention, chunked loss of 1024 tokens.
+ * once. The defaults are the reference trainer's: flash attention, chunked loss with the
+ * trainer's chunk rule (--loss-chunk 0: ssi_workload_loss_chunk).
  */
 #include "cli.h"
 #include "workload.h"
@@ -72,7 +73,7 @@ int cli_model_flag(const char *C, int argc, char **argv, int *i, cli_model *m, s
         }
         return 1;
     }
-    U32("loss-chunk", 1, SSI_WORKLOAD_LOSS_CHUNK_MAX, &c->loss_chunk);
+    U32("loss-chunk", 0, SSI_WORKLOAD_LOSS_CHUNK_MAX, &c->loss_chunk);
     if ((r = FLAG("moe")) < 0) return -1; else if (r) {
         unsigned e = 0, k = 0;
         char extra;

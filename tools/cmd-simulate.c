@@ -44,7 +44,10 @@ static void usage(FILE *f) {
             "  --no-flash          the same as --attention naive\n"
             "  --loss L            chunked (fused LM head + cross-entropy, one chunk of tokens at a\n"
             "                      time) or full (the [b,s,V] logits)        (default: chunked)\n"
-            "  --loss-chunk N      tokens per chunk, ignored with --loss full (default: %u)\n"
+            "  --loss-chunk N      tokens per chunk, ignored with --loss full (default: 0)\n"
+            "                      0: the trainer's rule, the largest multiple of 64 tokens whose\n"
+            "                      [N,V] logits are no larger than the [b x s,h] final hidden\n"
+            "                      state, at least 64; a chunk larger than b x s is b x s\n"
             "run:\n"
             "  --batch B           micro-batch                                (default: 1)\n"
             "  --seq S             sequence length                            (default: 2048)\n"
@@ -66,8 +69,7 @@ static void usage(FILE *f) {
             "examples:\n"
             "  smartswap simulate --model llama-2-7b --device h200 --batch 4 --seq 4096\n"
             "  smartswap simulate --model llama-2-7b --device h200 --sweep seq --json\n"
-            "  smartswap simulate --model llama-3.2-1b --sweep batch --seq 2048 --plot batch.png\n",
-            SSI_WORKLOAD_LOSS_CHUNK_DEFAULT);
+            "  smartswap simulate --model llama-3.2-1b --sweep batch --seq 2048 --plot batch.png\n");
 }
 
 static int flag_u32(const char *flag, const char *v, long lo, long hi, uint32_t *out) {
@@ -86,7 +88,7 @@ static void print_header(const ssi_workload_config *c, const ssi_device_preset *
     ssi_workload_count_params(c, &P);
     char loss[48];
     if (c->loss == SSI_WORKLOAD_LOSS_FULL) snprintf(loss, sizeof loss, "full loss");
-    else snprintf(loss, sizeof loss, "chunked loss (%u tokens)", c->loss_chunk);
+    else snprintf(loss, sizeof loss, "chunked loss (%llu tokens)", (unsigned long long)ssi_workload_loss_chunk(c));
     printf("model   %s: L=%u h=%u a=%u kv=%u i=%u V=%u%s, %.2fB params, %s, %s attention, %s\n", c->model,
            c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab, c->moe_experts ? " (MoE)" : "",
            P.total / 1e9, c->dtype_bytes == 2 ? "bf16" : "f32", c->flash ? "flash" : "naive", loss);
@@ -131,6 +133,9 @@ static void print_sweep(const ssi_workload_config *c, const ssi_device_preset *d
     else printf("sweep   hidden (MLP width scaled with it, %u heads) at batch %u x seq %u\n", c->heads, c->batch, c->seq);
     if (s->min_speed > 0) printf("        values below %.2f x the no-saving tokens/s (%.0f) are dropped\n", s->min_speed,
                                  s->ref_tokens_per_s);
+    if (c->loss == SSI_WORKLOAD_LOSS_CHUNKED && !c->loss_chunk)
+        printf("        the loss chunk follows the trainer's rule at each %s (%llu tokens at batch %u x seq %u)\n", ax,
+               (unsigned long long)ssi_workload_loss_chunk(c), c->batch, c->seq);
     printf("\n%-22s %9s %8s %9s %9s %9s %9s %10s %8s\n", "strategy", ax, "multiple", "peak GiB", "host GiB", "step s",
            "stall s", "tokens/s", "vs none");
     for (int k = 0; k < SSI_STRAT_COUNT; k++) {
@@ -183,7 +188,7 @@ static cJSON *json_head(const ssi_workload_config *c, const ssi_device_preset *d
     cJSON_AddStringToObject(m, "attention", c->flash ? "flash" : "naive");
     cJSON_AddStringToObject(m, "loss", c->loss == SSI_WORKLOAD_LOSS_FULL ? "full" : "chunked");
     if (c->loss == SSI_WORKLOAD_LOSS_FULL) cJSON_AddNullToObject(m, "loss_chunk");
-    else cJSON_AddNumberToObject(m, "loss_chunk", c->loss_chunk);
+    else cJSON_AddNumberToObject(m, "loss_chunk", (double)ssi_workload_loss_chunk(c));
     cJSON *dv = cJSON_AddObjectToObject(o, "device");
     cJSON_AddStringToObject(dv, "name", d->name);
     cJSON_AddNumberToObject(dv, "memory_bytes", (double)env->device_bytes);

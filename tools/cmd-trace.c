@@ -43,12 +43,15 @@ static void usage_gen(FILE *f) {
             "  --loss L           chunked: a fused LM head + cross-entropy, one chunk of tokens at a\n"
             "                     time, saving the final norm output and an f32 log-sum-exp per token;\n"
             "                     full: the [b,s,V] logits and f32 probabilities    (default: chunked)\n"
-            "  --loss-chunk N     tokens per chunk (ignored with --loss full)       (default: %u)\n"
+            "  --loss-chunk N     tokens per chunk (ignored with --loss full)       (default: 0)\n"
+            "                     0: the trainer's rule, the largest multiple of 64 tokens whose\n"
+            "                     [N,V] logits are no larger than the [b x s,h] final hidden state,\n"
+            "                     at least 64; a chunk larger than b x s is b x s\n"
             "  --tflops X         effective TFLOP/s for the per-op time estimate    (default: %g)\n"
             "  --mem-bw X         effective memory bandwidth, GB/s, for the same    (default: %g)\n"
             "  -o, --output FILE  where to write the profile (atomically)           (required)\n\n"
             "example: smartswap trace gen --model llama-3.2-1b --batch 4 --seq 2048 -o llama1b.jsonl\n",
-            d.batch, d.seq, d.dtype_bytes, d.loss_chunk, d.device_flops / 1e12, d.device_bw / 1e9);
+            d.batch, d.seq, d.dtype_bytes, d.device_flops / 1e12, d.device_bw / 1e9);
 }
 
 static void usage(FILE *f) {
