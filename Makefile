@@ -159,6 +159,26 @@ $(BUILD)/tests/%.o: tests/%.c $(wildcard tests/*.h gpt/*.h src/*.h include/*.h) 
 $(BUILD)/bench/%.o: bench/%.c $(wildcard bench/*.h gpt/*.h src/*.h include/*.h) | $(BUILD)/bench
 	$(CC) $(ALL_CFLAGS) -Igpt -c $< -o $@
 
+# --- [issue 17] the trainer's CUDA kernels (gpt/kernels-cuda.cu): only with USE_CUDA and nvcc ---
+# One architecture (NVCC_ARCH, default sm_90: H100/H200) keeps nvcc to seconds; --fmad=false keeps
+# the elementwise kernels bit-equal to the CPU reference (docs/cuda.md). cuBLAS (and libstdc++ for
+# nvcc's host code) are linked into the programs that use the kernels only.
+NVCC_ARCH ?= sm_90
+ifeq ($(USE_CUDA),1)
+ifneq ($(NVCC),)
+  GPT_OBJ   += $(BUILD)/gpt/kernels-cuda.o
+  NVCCFLAGS := -O2 -std=c++17 -arch=$(NVCC_ARCH) --fmad=false -Xcompiler -fPIC,-Wall,-Wextra \
+               $(if $(filter 1,$(WERROR)),-Werror all-warnings -Xcompiler -Werror)
+$(BUILD)/gpt/kernels-cuda.o: gpt/kernels-cuda.cu gpt/kernels-cuda.h | $(BUILD)/gpt
+	$(NVCC) $(NVCCFLAGS) -Igpt -c $< -o $@
+# `make lib` compiles it too, so CI's WERROR=1 lib step checks the .cu
+lib: $(BUILD)/gpt/kernels-cuda.o
+$(BUILD)/tests/test-gpt-cuda.o: private XCFLAGS += -DSS_GPT_CUDA=1
+$(BUILD)/tests/test-gpt-cuda: private LDLIBS += -lcublas -lstdc++
+endif
+endif
+# --- [issue 17] end
+
 $(STATIC): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-check.sh: the one script to run on a machine with an NVIDIA GPU (nvcc and torch there,
 # nothing to download). Builds with CUDA, runs the device conformance suite and the allocator
-# tests on the cuda device, prints a summary and writes its log to $OUT (or bench/results/).
+# tests on the cuda device, the trainer's CUDA kernels against the CPU (tests/test-gpt-cuda),
+# prints a summary and writes its log to $OUT (or bench/results/).
 # Must finish in a few minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,5 +29,12 @@ out=$(SMARTSWAP_TEST_DEVICE=cuda timeout 300 ./build-gpu/tests/test-alloc-device
 printf '%s\n' "$out"
 [ $r = 0 ] || rc=1
 if printf '%s\n' "$out" | grep -q '^skip'; then echo "gpu-check: the allocator tests could not open cuda"; rc=1; fi
+echo "== test-gpt-cuda (the trainer's CUDA kernels against the CPU reference, each run twice)"
+out=$(timeout 120 ./build-gpu/tests/test-gpt-cuda 2>&1); r=$?
+printf '%s\n' "$out"
+[ $r = 0 ] || rc=1
+if printf '%s\n' "$out" | grep -q '^skip'; then echo "gpu-check: the CUDA kernel tests were skipped"; rc=1; fi
+echo "== smartswap train --device cuda (must fail in one line naming CUDA until the cuda training path lands)"
+./build-gpu/smartswap train --device cuda --steps 1 2>&1 | head -n 3
 echo "gpu-check: $([ $rc = 0 ] && echo PASS || echo FAIL)"
 exit $rc

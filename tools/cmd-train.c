@@ -293,9 +293,16 @@ int cmd_train(int argc, char **argv) {
         cli_error(CMD, "check --hidden, --heads, --kv-heads", "%s", err);
         return 2;
     }
-    if (!strncmp(fl.device, "cuda", 4)) {
-        cli_error(CMD, "use --device cpu-sim; the trainer's CUDA kernels arrive in a later issue",
-                  "--device %s: the reference trainer has CPU kernels only in this build", fl.device);
+    if (!strncmp(fl.device, "cuda", 4)) {   /* one line naming CUDA, exit 1 (issue 17) */
+        char have[256], absent[512], why[300] = "the trainer does not run on CUDA yet (the kernels are in "
+                                                "gpt/kernels-cuda.cu; use --device cpu-sim)";
+        const char *nogpu;
+        if (!strstr(ss_build_features(), "cuda"))
+            snprintf(why, sizeof why, "this smartswap was built without the CUDA toolkit (use --device cpu-sim)");
+        else if (ss_device_list(have, sizeof have, absent, sizeof absent) == SS_OK &&
+                 (nogpu = strstr(absent, "cuda (")) != NULL)
+            snprintf(why, sizeof why, "%.*s", (int)strcspn(nogpu + 6, ")"), nogpu + 6);
+        cli_error(CMD, NULL, "--device %s: CUDA: %s", fl.device, why);
         return 1;
     }
     if (strcmp(fl.device, "cpu-sim")) {
