@@ -15,7 +15,8 @@
  *       TOL_BWD  1e-4    reductions in backward kernels (the sums are longer and cancel)
  *     a wrong index gives errors of order 1, far above these.
  * Without the CUDA toolkit (the Makefile's USE_CUDA) or without a GPU every test is skipped,
- * saying why; the summary then reads "0 passed, 0 failed, N skipped".
+ * saying why; the summary then reads "0 passed, 0 failed, N skipped". scripts/cuda-emu-check.sh
+ * links this file to the kernels run on the CPU by an emulator (docs/cuda.md).
  */
 #include "kernels.h"
 #include "test.h"
