@@ -78,10 +78,16 @@ template <class F> static void emu_launch(F f, dim3 g, dim3 b, size_t = 0, cudaS
                 emu_f[i].ctx.uc_link = &emu_sched;
                 makecontext(&emu_f[i].ctx, emu_entry, 0);
             }
+            /* CUDA_EMU_ORDER=reverse runs the fibers last to first: a missing __syncwarp between a
+             * write by lane 0 and reads by the others then shows as wrong results */
+            static int rev = -1;
+            if (rev < 0) rev = getenv("CUDA_EMU_ORDER") && !strcmp(getenv("CUDA_EMU_ORDER"), "reverse");
             for (int alive = n; alive;) {
                 alive = 0;
-                for (int i = 0; i < n; i++)
+                for (int k = 0; k < n; k++) {
+                    int i = rev ? n - 1 - k : k;
                     if (!emu_f[i].done) { emu_cur = i; swapcontext(&emu_sched, &emu_f[i].ctx); alive += !emu_f[i].done; }
+                }
             }
         }
 }
