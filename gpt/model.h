@@ -4,6 +4,11 @@
  *                                              x += W2 (silu(W1 n2) * W3 n2) ]
  *   -> RMSNorm -> logits = Wout (V,C) -> cross-entropy (mean over B*T)
  *
+ * Attention is flash-style by default (an online softmax over key blocks: saves the output and
+ * the log-sum-exp, never the (T,T) probabilities) and the loss chunked (logits and cross-entropy
+ * a chunk of tokens at a time in one operator: saves the final hidden state and the log-sum-exp);
+ * cfg.attention = GPT_ATTN_NAIVE and cfg.loss = GPT_LOSS_FULL select the plain forms
+ * (docs/trainer.md, "Attention" and "Loss").
  * with n1 = RMSNorm(x; rms1), n2 = RMSNorm(x; rms2), causal attention with A query heads and KV
  * key/value heads (grouped), RoPE "rotate half" with theta 10000, AdamW (torch semantics).
  *
@@ -143,6 +148,8 @@ typedef struct gpt_model {
     gpt_route  *routes;
     const int  *tokens, *targets;         /* (B,T) host ints */
     int         B, T;
+    int         moe_route_force;          /* 1: every token goes to experts 0..K-1 (the smallest-
+                                             budget probe, gpt/train.c; never in training) */
     int         err;
     char        errmsg[320];
     gpt_stats   stats;
