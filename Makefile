@@ -230,6 +230,13 @@ PREFIX        ?= /usr/local
 
 venv: $(VENV)/.smartswap-venv
 $(VENV)/.smartswap-venv: pyproject.toml setup.py
+	@if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	        echo "smartswap: installing python3-venv (for .venv/)"; \
+	        apt-get install -y -q --no-install-recommends python3-venv python3-pip >/dev/null 2>&1 || \
+	        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends python3-venv python3-pip >/dev/null; }; \
+	    else echo "smartswap: python3 has no venv module: sudo apt-get install python3-venv, then make venv again" >&2; exit 1; fi; \
+	fi
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q $(PIP_ARGS) torch==$(TORCH_VERSION) transformers pytest hypothesis
 	$(VENV)/bin/pip install -q $(PIP_ARGS) -e .
