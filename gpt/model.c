@@ -510,6 +510,8 @@ static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uin
     gpt_tensor *p = new_act(m, "moe.probs", layer, 3, B, T, E, 0);
     if (!w || !p) { drop(m, w); drop(m, p); return NULL; }
     k_moe_route_fwd(F(p->buf), F(w->buf), r->idx, F(logits->buf), M, E, K);
+    if (m->moe_route_force)   /* the probe's worst case: every expert 0..K-1 gets every token */
+        for (size_t i = 0; i < (size_t)M * K; i++) r->idx[i] = (int)(i % (size_t)K);
     /* each expert's tokens, in token order */
     int *fill = calloc((size_t)E, sizeof *fill);
     if (!fill) { fail(m, "out of host memory"); drop(m, w); drop(m, p); return NULL; }

@@ -1,6 +1,7 @@
 /* train.c: the reference trainer's schedule (train.h). */
 #include "train.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,4 +65,197 @@ int gpt_eval_step(gpt_model *m, const gpt_data *d, const gpt_schedule *s, int k,
     int rc2 = gpt_step_end(m);
     if (rc) { m->err = 1; memcpy(m->errmsg, msg, sizeof msg); return 1; }
     return rc2;
+}
+
+/* ---- the smallest budget (train.h) ------------------------------------------------------- */
+
+typedef struct mb_rec {
+    void    *ptr;
+    uint64_t charged;
+    int      kind, saves, last_op;
+} mb_rec;
+
+typedef struct mb_probe {
+    uint64_t live;          /* non-state bytes live */
+    uint64_t swappable;     /* saved (held by the tape), >= min_swap */
+    uint64_t pinned;        /* of those, saved or loaded by the current operator */
+    uint64_t min_swap, peak;
+    int      op, peak_op, bwd, peak_bwd;
+    const char *name, *peak_name;
+    gpt_buf **slots;
+    size_t   nslots, cap;
+    gpt_mem *mem;
+    char     err[160];
+} mb_probe;
+
+static int mb_state_kind(int k) { return k == GPT_MEM_WEIGHT || k == GPT_MEM_GRAD || k == GPT_MEM_OPTIM || k == GPT_MEM_CONST; }
+
+static void mb_note(mb_probe *p) {
+    uint64_t away = p->swappable - p->pinned;
+    uint64_t need = p->live - away;
+    if (need > p->peak) { p->peak = need; p->peak_op = p->op; p->peak_name = p->name; p->peak_bwd = p->bwd; }
+}
+
+static int mb_alloc(void *user, size_t bytes, int kind, void **ptr, void **impl, char *err, size_t errlen) {
+    mb_probe *p = user;
+    mb_rec *r = calloc(1, sizeof *r);
+    uint64_t ch = (bytes + GPT_MEM_ALIGN - 1) / GPT_MEM_ALIGN * GPT_MEM_ALIGN;
+    if (!r || posix_memalign(&r->ptr, 64, ch ? ch : 64)) {
+        free(r);
+        snprintf(err, errlen, "out of host memory (probe)");
+        return 1;
+    }
+    r->charged = ch;
+    r->kind = kind;
+    r->last_op = -1;
+    *ptr = r->ptr;
+    *impl = r;
+    if (!mb_state_kind(kind)) { p->live += ch; mb_note(p); }
+    return 0;
+}
+static int mb_alloc0(void *user, size_t bytes, void **ptr, void **impl, char *err, size_t errlen) {
+    return mb_alloc(user, bytes, GPT_MEM_ACT, ptr, impl, err, errlen);
+}
+static void mb_free(void *user, void *ptr, void *impl) {
+    mb_probe *p = user;
+    mb_rec *r = impl;
+    (void)ptr;
+    if (!r) return;
+    if (!mb_state_kind(r->kind)) p->live -= r->charged;
+    free(r->ptr);
+    free(r);
+}
+
+static void mb_touch(mb_probe *p, mb_rec *r) {
+    if (r->charged >= p->min_swap && r->last_op != p->op) p->pinned += r->charged;
+    r->last_op = p->op;
+}
+
+static void mb_iter_begin(void *u, int step) { (void)u; (void)step; }
+static void mb_iter_end(void *u) { (void)u; }
+static void mb_op(void *u, const char *name, uint64_t site) {
+    mb_probe *p = u;
+    (void)site;
+    p->op++;
+    p->pinned = 0;
+    p->name = name;
+    size_t n = strlen(name);
+    p->bwd = n > 4 && !strcmp(name + n - 4, "_bwd");
+}
+static int mb_save(void *u, gpt_buf *buf, const gpt_save_info *info, uint64_t *h) {
+    mb_probe *p = u;
+    mb_rec *r = buf->impl;
+    (void)info;
+    if (p->nslots == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 256;
+        gpt_buf **t = realloc(p->slots, cap * sizeof *t);
+        if (!t) { snprintf(p->err, sizeof p->err, "out of host memory (probe)"); return 1; }
+        p->slots = t;
+        p->cap = cap;
+    }
+    if (r->saves++ == 0 && r->charged >= p->min_swap) p->swappable += r->charged;
+    mb_touch(p, r);
+    gpt_buf_ref(buf);
+    p->slots[p->nslots++] = buf;
+    *h = p->nslots;
+    mb_note(p);
+    return 0;
+}
+static int mb_load(void *u, uint64_t h, void **ptr) {
+    mb_probe *p = u;
+    if (!h || h > p->nslots || !p->slots[h - 1]) { snprintf(p->err, sizeof p->err, "probe: bad handle"); return 1; }
+    gpt_buf *b = p->slots[h - 1];
+    mb_touch(p, b->impl);
+    *ptr = b->ptr;
+    mb_note(p);
+    return 0;
+}
+static void mb_release(void *u, uint64_t h) {
+    mb_probe *p = u;
+    if (!h || h > p->nslots || !p->slots[h - 1]) return;
+    gpt_buf *b = p->slots[h - 1];
+    mb_rec *r = b->impl;
+    p->slots[h - 1] = NULL;
+    if (--r->saves == 0 && r->charged >= p->min_swap) {
+        p->swappable -= r->charged;
+        if (r->last_op == p->op) p->pinned -= r->charged;
+    }
+    gpt_buf_unref(p->mem, b);
+    while (p->nslots && !p->slots[p->nslots - 1]) p->nslots--;
+}
+static const char *mb_error(void *u) { return ((mb_probe *)u)->err; }
+
+int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t min_swap, uint64_t unit,
+                         gpt_min_budget *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (!unit) unit = GPT_MEM_ALIGN;
+    gpt_config pc = *c;
+    int T = s && s->seq_max > 0 ? s->seq_max : c->seq;
+    int B = s && s->batch > 0 ? s->batch : c->batch;
+    if (T > pc.seq) pc.seq = T;
+    mb_probe p;
+    memset(&p, 0, sizeof p);
+    p.min_swap = min_swap;
+    p.op = -1;
+    p.name = "init";
+    gpt_mem mem;
+    gpt_mem_backend be = {"probe", &p, mb_alloc0, mb_free, NULL, mb_alloc};
+    gpt_mem_init_backend(&mem, &be, 0);
+    p.mem = &mem;
+    gpt_hooks h = {&p, mb_iter_begin, mb_iter_end, mb_op, mb_save, mb_load, mb_release, mb_error};
+    gpt_model m;
+    int rc = 1;
+    size_t n = (size_t)B * (size_t)T;
+    int *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+    if (!tok || !tgt) { snprintf(err, errlen, "out of host memory (probe)"); goto out; }
+    for (size_t i = 0; i < n; i++) { tok[i] = (int)(i * 7 % (size_t)pc.vocab); tgt[i] = (int)((i * 7 + 1) % (size_t)pc.vocab); }
+    if (gpt_model_init(&m, &pc, &mem, &h, GPT_MODE_NONE, 1)) {
+        snprintf(err, errlen, "probe: %s", m.errmsg);
+        gpt_model_free(&m);
+        goto out;
+    }
+    m.moe_route_force = 1;
+    float loss;
+    int e = gpt_step_begin(&m, 0);
+    if (!e) e = gpt_step_micro(&m, tok, tgt, B, T, 1.0f, &loss);
+    if (!e) e = gpt_step_update(&m, 1e-3f);
+    int e2 = gpt_step_end(&m);
+    if (!e && !e2 && s && s->eval_every) {
+        e = gpt_step_begin(&m, 1);
+        if (!e) e = gpt_step_eval(&m, tok, tgt, B, T, &loss);
+        e2 = gpt_step_end(&m);
+    }
+    if (e || e2) snprintf(err, errlen, "probe: %s", m.errmsg);
+    else rc = 0;
+    gpt_model_free(&m);
+    if (!rc) {
+        out->state_bytes = gpt_state_bytes(&pc);
+        out->work_bytes = p.peak;
+        uint64_t tot = out->state_bytes + p.peak;
+        out->min_budget_bytes = (tot + unit - 1) / unit * unit;
+        out->unit = unit;
+        out->seq = T;
+        out->backward = p.peak_bwd;
+        out->op_index = p.peak_op;
+        snprintf(out->op, sizeof out->op, "%s", p.peak_name ? p.peak_name : "?");
+    }
+out:
+    for (size_t i = p.nslots; i > 0; i--) mb_release(&p, i);
+    free(p.slots);
+    gpt_mem_destroy(&mem);
+    free(tok);
+    free(tgt);
+    return rc;
+}
+
+int gpt_min_budget_refuse(const gpt_min_budget *mb, uint64_t budget, char *msg, size_t len) {
+    if (budget >= mb->min_budget_bytes) return 0;
+    char a[32], b[32], d[32], e[32];
+    snprintf(msg, len,
+             "--budget %s is below the smallest budget that can train this configuration: %s (%llu bytes) = "
+             "state %s + the largest working set of one operator %s (%s%s, %d tokens a row, every token "
+             "routed to one expert)", gpt_fmt_bytes(budget, a, sizeof a), gpt_fmt_bytes(mb->min_budget_bytes, b, sizeof b),
+             (unsigned long long)mb->min_budget_bytes, gpt_fmt_bytes(mb->state_bytes, d, sizeof d),
+             gpt_fmt_bytes(mb->work_bytes, e, sizeof e), mb->op, mb->backward ? ", backward" : "", mb->seq);
+    return 1;
 }

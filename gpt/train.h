@@ -43,4 +43,32 @@ int gpt_train_step(gpt_model *m, const gpt_data *d, const gpt_schedule *s, int s
 int gpt_eval_step(gpt_model *m, const gpt_data *d, const gpt_schedule *s, int k, int iter, gpt_batch_buf *b,
                   float *loss);
 
+/* The smallest budget that can train a configuration (issue 14 item 5): the model's state
+ * (gpt_state_bytes) plus the largest working set of any single operator, forward, backward or
+ * update: what must be resident while it runs however the saved tensors are swapped. Measured
+ * by an exact probe: one training iteration (forward, backward, AdamW; then an evaluation
+ * forward when the schedule has them) of `batch` rows at the longest sequence (seq_max), with
+ * every token routed to experts 0..K-1 (MoE: the largest per-expert batch with every earlier
+ * expert's output still held), on host memory; the probe counts, at every allocation, save and
+ * load, the non-state bytes live (256-byte granules, as gpt_mem charges them) less the saved
+ * tensors that the executor could have swapped out at that moment: those of at least
+ * `min_swap` bytes that the current operator neither saved nor loaded (the eviction fallback
+ * takes any other; smaller ones are counted as resident, as smartswap keeps them). The result is
+ * rounded up to `unit` (the allocator's: 256 B segments, else the granule). */
+typedef struct gpt_min_budget {
+    uint64_t state_bytes;        /* gpt_state_bytes */
+    uint64_t work_bytes;         /* the largest working set above the state */
+    uint64_t min_budget_bytes;   /* state + work, rounded up to unit */
+    uint64_t unit;
+    int      seq;                /* tokens per row probed (seq_max) */
+    int      backward;           /* the peak operator runs in backward */
+    char     op[40];             /* its name (the hooks' operator name) */
+    int      op_index;           /* its index in the probed iteration */
+} gpt_min_budget;
+int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t min_swap, uint64_t unit,
+                         gpt_min_budget *out, char *err, size_t errlen);
+/* 0 if budget >= mb->min_budget_bytes; else 1 with the refusal (the figure, its parts, the
+ * operator) in msg. `smartswap train` refuses such a budget before step 1. */
+int gpt_min_budget_refuse(const gpt_min_budget *mb, uint64_t budget, char *msg, size_t len);
+
 #endif /* GPT_TRAIN_H */

@@ -1032,6 +1032,10 @@ static struct ss_block *carve(ss_alloc_t *a, struct ss_block *f, uint64_t n) {
 static ss_status try_alloc(ss_alloc_t *a, uint64_t n, int lifetime, struct ss_block **out) {
     if (a->vm) return try_alloc_vm(a, n, lifetime, out);
     struct ss_block *f = treap_best_fit(a->roots[0], n);
+    /* segments of SS_ALLOC_ALIGN: exact-size segments, one per block, never split; a cached one
+     * serves only a request of its size, so once the out-of-memory path has returned the cached
+     * ones, reserved = in use (the trainer's smallest budget relies on it, docs/allocator.md) */
+    if (f && a->cfg.segment_bytes == SS_ALLOC_ALIGN && f->size != n) f = NULL;
     if (f) {
         struct ss_block *h = carve(a, f, n);
         if (!h) return SS_ERR_HOST_OOM;

@@ -230,18 +230,23 @@ static void t_train(void) {
     char *o, args[512];
     const char *m = "train --layers 2 --hidden 32 --heads 4 --kv-heads 1 --ffn 96 --seq 32 --batch 4 "
                     "--steps 6 --quiet";
-    snprintf(args, sizeof args, "%s --mode smartswap --budget 1100KiB --log %s/run.jsonl --timeline %s/tl.json", m,
+    snprintf(args, sizeof args, "%s --mode smartswap --budget 1MiB --log %s/run.jsonl --timeline %s/tl.json", m,
              tmpdir, tmpdir);
     CHECK_EQ_INT(run(args, &o), 0);
     CHECK_MSG(has(o, "totals: mode=smartswap") && !has(o, "swapped_out=0 "), "%s", o);
-    free(o);
     char path[128];
     snprintf(path, sizeof path, "%s/run.jsonl", tmpdir);
     FILE *f = fopen(path, "r");
     int lines = 0, keys = 1;
     char line[4096];
+    unsigned long long minb = 0, stb = 0;
     while (f && fgets(line, sizeof line, f)) {
         lines++;
+        if (lines == 1) {
+            const char *p = strstr(line, "\"min_budget_bytes\": "), *q = strstr(line, "\"state_bytes\": ");
+            if (p) minb = strtoull(p + 20, NULL, 10);
+            if (q) stb = strtoull(q + 15, NULL, 10);
+        }
         keys &= strstr(line, "\"step\":") && strstr(line, "\"loss\":") && strstr(line, "\"ms\":") &&
                 strstr(line, "\"peak_bytes\":") && strstr(line, "\"swapped_bytes\":") &&
                 strstr(line, "\"stage\":");
@@ -249,6 +254,17 @@ static void t_train(void) {
     if (f) fclose(f);
     CHECK_EQ_INT(lines, 6);
     CHECK(keys);
+    /* the smallest budget: in the log's first line next to the state, in the summary; a budget one
+     * allocator unit (256 B) below it is refused before step 1, naming it */
+    CHECK_MSG(stb > 0 && minb > stb && minb < 1048576, "state %llu, smallest budget %llu", stb, minb);
+    CHECK(has(o, "smallest budget"));
+    free(o);
+    snprintf(args, sizeof args, "%s --mode offload-all --budget %llu", m, minb - 256);
+    CHECK_EQ_INT(run(args, &o), 1);
+    char want[96];
+    snprintf(want, sizeof want, "(%llu bytes)", minb);
+    CHECK_MSG(has(o, "below the smallest budget") && has(o, want) && !has(o, "step ") && has(o, "raise --budget"),
+              "%s", o);
     /* --timeline: a Chrome trace of the last step with its three lanes and swap copies */
     snprintf(path, sizeof path, "%s/tl.json", tmpdir);
     f = fopen(path, "r");

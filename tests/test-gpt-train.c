@@ -485,9 +485,13 @@ typedef struct mode_run {
  * GPT_PLAN_HEADROOM,
  * min-swap scaled to the model; cpu-sim on the real
  * clock at its default 8 GB/s (bits do not depend on the link). */
+static int swap_open_seg(mode_run *x, const gpt_config *c, const gpt_schedule *s, uint64_t budget, uint64_t segment);
 static int swap_open(mode_run *x, const gpt_config *c, const gpt_schedule *s, uint64_t budget) {
+    return swap_open_seg(x, c, s, budget, gpt_mem_segment_for(budget, gpt_state_bytes(c)));
+}
+static int swap_open_seg(mode_run *x, const gpt_config *c, const gpt_schedule *s, uint64_t budget, uint64_t segment) {
     char err[256];
-    if (gpt_mem_init_ss_ex(&x->mem, "cpu-sim", NULL, budget, gpt_mem_segment_for(budget, gpt_state_bytes(c)), err, sizeof err)) {
+    if (gpt_mem_init_ss_ex(&x->mem, "cpu-sim", NULL, budget, segment, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
@@ -686,6 +690,80 @@ static void t_varying_exact(void) {
     for (int i = 0; i < nm; i++) {
         if (mr[i].swap) swap_close(&mr[i]);
         else vr_close(&mr[i].r);
+    }
+}
+
+/* Issue 14 item 5: the smallest budget (gpt_min_budget_probe) trains. Three configurations
+ * (dense with grouped KV heads and a varying length; MoE 4:2 with accumulation and evaluation;
+ * naive attention and the full loss, MoE 8:1): smartswap and offload-all at exactly
+ * min_budget_bytes, with the exact-size segments `smartswap train` uses below twice it, every
+ * loss, evaluation loss and the final weights equal none's (memcmp), no out-of-memory; one unit
+ * below is refused; the figure lies between the state and none's peak. */
+#define MB_STEPS 5
+static void t_min_budget_trains(void) {
+    static const struct { int L, C, A, KV, F, E, K, attn, loss, b, s1, s2, accum, eval; } cf[] = {
+        {2, 32, 4, 1, 48, 0, 0, GPT_ATTN_FLASH, GPT_LOSS_CHUNKED, 2, 20, 40, 1, 0},
+        {2, 32, 4, 2, 48, 4, 2, GPT_ATTN_FLASH, GPT_LOSS_CHUNKED, 2, 10, 16, 2, 2},
+        {2, 32, 4, 2, 32, 8, 1, GPT_ATTN_NAIVE, GPT_LOSS_FULL, 3, 12, 24, 1, 0},
+    };
+    for (size_t k = 0; k < sizeof cf / sizeof cf[0]; k++) {
+        gpt_config c = base_config();
+        c.layers = cf[k].L; c.hidden = cf[k].C; c.heads = cf[k].A; c.kv_heads = cf[k].KV; c.ffn = cf[k].F;
+        c.moe_experts = cf[k].E; c.moe_topk = cf[k].K; c.attention = cf[k].attn; c.loss = cf[k].loss;
+        c.seq = cf[k].s2; c.batch = cf[k].b; c.vocab = 256;
+        gpt_schedule s = {cf[k].b, cf[k].s1, cf[k].s2, cf[k].accum, cf[k].eval, 31 + (uint64_t)k, 1e-2f};
+        gpt_min_budget mb;
+        char err[256];
+        if (gpt_min_budget_probe(&c, &s, gpt_min_swap_default(&c, s.seq_min), 256, &mb, err, sizeof err)) {
+            CHECK_MSG(0, "probe: %s", err);
+            continue;
+        }
+        char msg[512];
+        CHECK(gpt_min_budget_refuse(&mb, mb.min_budget_bytes - 256, msg, sizeof msg) == 1 && strstr(msg, "smallest budget"));
+        CHECK(gpt_min_budget_refuse(&mb, mb.min_budget_bytes, msg, sizeof msg) == 0);
+        static mode_run mr[3];
+        memset(mr, 0, sizeof mr);
+        mr[0].mode = GPT_MODE_NONE; mr[1].mode = GPT_MODE_SMARTSWAP; mr[2].mode = GPT_MODE_OFFLOAD_ALL;
+        if (vr_open(&mr[0].r, &c, &s, GPT_MODE_NONE, 0)) { CHECK(0); return; }
+        for (int i = 1; i < 3; i++)
+            if (swap_open_seg(&mr[i], &c, &s, mb.min_budget_bytes, 256)) { CHECK(0); return; }
+        int same = 1, fails = 0, evals = 0;
+        uint64_t peak = 0;
+        for (int st = 0; st < MB_STEPS && !fails; st++) {
+            float l[3], el[3];
+            for (int i = 0; i < 3; i++) {
+                gpt_model *mm = mr[i].swap ? &mr[i].model : &mr[i].r.model;
+                if (gpt_train_step(mm, &mr[i].r.data, &s, st, &mr[i].r.bb, &l[i])) {
+                    CHECK_MSG(0, "config %zu %s step %d at %llu bytes: %s", k, gpt_mode_name(mr[i].mode), st,
+                              (unsigned long long)mb.min_budget_bytes, mm->errmsg);
+                    fails++;
+                }
+                if (i == 0 && mm->stats.peak_bytes > peak) peak = mm->stats.peak_bytes;
+            }
+            same &= !memcmp(&l[0], &l[1], sizeof l[0]) && !memcmp(&l[0], &l[2], sizeof l[0]);
+            if (s.eval_every && (st + 1) % s.eval_every == 0 && !fails) {
+                for (int i = 0; i < 3; i++)
+                    if (gpt_eval_step(mr[i].swap ? &mr[i].model : &mr[i].r.model, &mr[i].r.data, &s, evals,
+                                      st + evals + 1, &mr[i].r.bb, &el[i])) {
+                        CHECK_MSG(0, "config %zu %s: eval failed", k, gpt_mode_name(mr[i].mode));
+                        fails++;
+                    }
+                same &= !fails && !memcmp(&el[0], &el[1], sizeof el[0]) && !memcmp(&el[0], &el[2], sizeof el[0]);
+                evals++;
+            }
+        }
+        CHECK_MSG(same, "config %zu: a loss differs from none's", k);
+        for (int i = 1; i < 3 && !fails; i++)
+            CHECK_MSG(same_params(&mr[0].r.model, &mr[i].model, 0), "config %zu %s: final weights differ", k,
+                      gpt_mode_name(mr[i].mode));
+        CHECK_MSG(mb.min_budget_bytes > mb.state_bytes && mb.min_budget_bytes <= peak,
+                  "config %zu: smallest %llu, state %llu, none's peak %llu", k, (unsigned long long)mb.min_budget_bytes,
+                  (unsigned long long)mb.state_bytes, (unsigned long long)peak);
+        fprintf(stderr, "     config %zu: smallest budget %llu = state %llu + %llu (%s), none's peak %llu: smartswap and "
+                "offload-all bit-identical to none at it\n", k, (unsigned long long)mb.min_budget_bytes,
+                (unsigned long long)mb.state_bytes, (unsigned long long)mb.work_bytes, mb.op, (unsigned long long)peak);
+        vr_close(&mr[0].r);
+        for (int i = 1; i < 3; i++) swap_close(&mr[i]);
     }
 }
 
@@ -1068,6 +1146,7 @@ int main(int argc, char **argv) {
     RUN(t_varying_exact);
     RUN(t_seq_switch);
     RUN(t_modes_budgets);
+    RUN(t_min_budget_trains);
     RUN(t_plans_across_runs);
     RUN(t_ss_owned_blocks);
     RUN(t_saved_sizes);

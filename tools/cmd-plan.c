@@ -312,7 +312,8 @@ int cmd_plan(int argc, char **argv) {
         if (ps.peak_activation_bytes && rep.min_budget_bytes)
             printf(" = state %s + %.3f x the activations %s", ss_format_size(ps.base_bytes, b[8], 32), min_frac,
                    ss_format_size(ps.peak_activation_bytes, b[9], 32));
-        printf("\n");
+        printf("\n                   (this profile's iteration as planned; smartswap train's smallest budget\n"
+               "                   covers every length and routing of its configuration: docs/policy.md)\n");
         if (pl->feasible && rc == 0) printf("  plan written to  %s\n", out);
         if (plot_path && rc == 0) printf("  plot written to  %s\n", plot_path);
     }

@@ -337,6 +337,24 @@ int cmd_train(int argc, char **argv) {
                   (unsigned long long)gpt_param_count(c), (unsigned long long)state);
         return 1;
     }
+    /* the smallest budget that trains this configuration (gpt_min_budget_probe): refused below
+     * it before anything runs, in every mode but recompute (whose working set differs) */
+    gpt_schedule psch = {c->batch, fl.seq_min, c->seq, (int)fl.accum, (int)fl.eval_every, (uint64_t)fl.seed,
+                         (float)fl.lr};
+    gpt_min_budget mb;
+    uint64_t unit = opts.granule_bytes ? opts.granule_bytes : 256;
+    if (gpt_min_budget_probe(c, &psch, opts.min_swap_bytes, unit, &mb, err, sizeof err)) {
+        cli_error(CMD, NULL, "the smallest-budget probe failed: %s", err);
+        return 1;
+    }
+    char refusal[512];
+    if (fl.mode != GPT_MODE_RECOMPUTE && gpt_min_budget_refuse(&mb, fl.budget, refusal, sizeof refusal)) {
+        cli_error(CMD,
+                  swapping ? "raise --budget to at least the smallest budget, or lower --min-swap, --batch or --seq"
+                           : "raise --budget, or use --mode smartswap or offload-all (the smallest budget is theirs)",
+                  "%s", refusal);
+        return 1;
+    }
     /* data */
     gpt_data data;
     if (fl.data ? gpt_data_load_file(&data, fl.data, err, sizeof err) : gpt_data_load_default(&data, err, sizeof err)) {
@@ -376,6 +394,9 @@ int cmd_train(int argc, char **argv) {
     }
     gpt_mem mem;
     uint64_t segment = fl.segment ? fl.segment : (fl.budget_given || opts.budget_bytes) ? gpt_mem_segment_for(fl.budget, state) : 0;
+    /* below twice the smallest budget: exact-size segments (256 B: one per block, never split),
+     * under which 'any budget at or above the smallest trains' holds (no fragmentation) */
+    if (!fl.segment && !opts.granule_bytes && fl.budget < 2 * mb.min_budget_bytes) segment = 256;
     if (gpt_mem_init_ss_ex(&mem, fl.device, &opts, fl.budget, segment, err, sizeof err)) {
         cli_error(CMD, NULL, "%s", err);
         gpt_data_free(&data);
@@ -482,6 +503,11 @@ int cmd_train(int argc, char **argv) {
             printf("  link     cpu-sim d2h %.4g GB/s  h2d %.4g GB/s  (given by --d2h-gbps/--h2d-gbps)\n",
                    opts.sim_d2h_gbps, opts.sim_h2d_gbps);
     }
+    printf("  smallest budget %s (%llu bytes) = state %s + the largest working set of one operator %s (%s%s, at "
+           "%d tokens a row%s)\n", gpt_fmt_bytes(mb.min_budget_bytes, a, sizeof a),
+           (unsigned long long)mb.min_budget_bytes, gpt_fmt_bytes(mb.state_bytes, b, sizeof b),
+           gpt_fmt_bytes(mb.work_bytes, d, sizeof d), mb.op, mb.backward ? ", backward" : "", mb.seq,
+           c->moe_experts ? ", every token routed to one expert" : "");
     if (fl.plan_in) printf("  plans    %u loaded from %s\n", plans_loaded, fl.plan_in);
     printf("  data     %s, %zu bytes\n", data.source, data.n);
     printf("  kernels  %s, %d thread%s\n", gpt_kernels_describe(), threads, threads == 1 ? "" : "s");
@@ -566,7 +592,7 @@ int cmd_train(int argc, char **argv) {
                              "\"stall_ms\": %.3f, \"misses\": %u, \"stage\": \"%s\", "
                              "\"mode\": \"%s\", \"ops\": %llu, \"saved_bytes\": %llu, \"experts_run\": %llu, "
                              "\"experts_idle\": %llu, \"op_hash\": \"%016llx\", \"ss_seq_hash\": \"%016llx\", "
-                             "\"ss_plan_event\": %d}\n",
+                             "\"ss_plan_event\": %d, \"state_bytes\": %llu, \"min_budget_bytes\": %llu}\n",
                         s + 1, ev ? "eval" : "train", iter - 1, loss, loss, ms, (unsigned long long)m.stats.tokens, tps,
                         (unsigned long long)m.stats.micro, (unsigned long long)peak,
                         (unsigned long long)m.stats.act_peak_bytes, (unsigned long long)er.swapped_out_bytes,
@@ -575,7 +601,8 @@ int cmd_train(int argc, char **argv) {
                         (unsigned long long)m.stats.ops, (unsigned long long)m.stats.saved_bytes,
                         (unsigned long long)m.stats.experts_run, (unsigned long long)m.stats.experts_idle,
                         (unsigned long long)(swapping ? sw.op_hash : prof.keep.op_hash),
-                        (unsigned long long)lastrep->seq_hash, (int)lastrep->plan_event);
+                        (unsigned long long)lastrep->seq_hash, (int)lastrep->plan_event,
+                        (unsigned long long)state, (unsigned long long)mb.min_budget_bytes);
                 fflush(log);
             }
             if (bar) progress((int)done, (int)total, gpt_now_s() - t_start);
@@ -626,6 +653,9 @@ int cmd_train(int argc, char **argv) {
                gpt_fmt_bytes(state, d, sizeof d), swapping ? "demand" : "peak", gpt_fmt_bytes(act_peak_max, err, 32),
                gpt_fmt_bytes(as.peak_reserved_bytes, err + 64, 32), gpt_fmt_bytes(tot.swapped_out_bytes, err + 128, 32),
                gpt_mode_name((gpt_mode)fl.mode));
+        printf("  smallest budget %s (%llu bytes; state %s + working set %s at %s)\n",
+               gpt_fmt_bytes(mb.min_budget_bytes, a, sizeof a), (unsigned long long)mb.min_budget_bytes,
+               gpt_fmt_bytes(mb.state_bytes, b, sizeof b), gpt_fmt_bytes(mb.work_bytes, d, sizeof d), mb.op);
         if (swapping)
             printf("  executor: swapped out %s, in %s (%u out, %u in) | evictions %u (%s) | stalls %u (%.1f ms) | "
                    "misses %u | host pool peak %s | host-full %u\n",
