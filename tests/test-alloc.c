@@ -494,7 +494,7 @@ static void t_planner_speed(void) {
 
 static void t_real_basic_and_clamp(void) {
     ss_device_t *d = open_sim(64 * MiB, 1);
-    if (!d) TEST_SKIP("cpu-sim not available");
+    if (!d) { CHECK_MSG(0, "cannot open the embedded cpu-sim device"); return; }
     ss_alloc_config c = ss_alloc_config_default();
     c.budget_bytes = 1ull << 40;                /* above the capacity: clamped, warned */
     ss_alloc_t *a;
@@ -531,7 +531,7 @@ static void t_real_basic_and_clamp(void) {
  * query when the copy has finished, and none on allocations. */
 static void t_real_deferred(void) {
     ss_device_t *d = open_sim(64 * MiB, 1);
-    if (!d) TEST_SKIP("cpu-sim not available");
+    if (!d) { CHECK_MSG(0, "cannot open the embedded cpu-sim device"); return; }
     ss_alloc_config c = ss_alloc_config_default();
     c.budget_bytes = 16 * MiB;
     ss_alloc_t *a;
@@ -570,11 +570,18 @@ static void t_real_deferred(void) {
     CHECK_EQ_U64(s.deferred_releases, 1);
     /* handed out at k: the best fit for 1 MiB is b's memory again */
     ss_block_t *c2, *c3;
+    double t_hand0 = ss_device_now(d);
     CHECK_OK(ss_alloc_malloc(a, 1 * MiB, &c2));
+    double t_hand1 = ss_device_now(d);
     CHECK(ss_block_ptr(c2) == p);
     CHECK_EQ_U64(dev_queries(d) - q0, 1);
     CHECK_EQ_U64(stats(a).reuse_count, 1);
-    CHECK(stats(a).reuse_total_s >= 0);
+    /* the one interval runs from the copy's completion (its event's time) to this hand-out */
+    double t_done = 0;
+    CHECK_OK(ss_event_time(d, ev, &t_done));
+    CHECK_MSG(stats(a).reuse_total_s >= t_hand0 - t_done - 1e-9 && stats(a).reuse_total_s <= t_hand1 - t_done + 1e-9 &&
+              stats(a).reuse_max_s == stats(a).reuse_total_s, "reuse %.9f s, copy done at %.9f, handed out in [%.9f, %.9f]",
+              stats(a).reuse_total_s, t_done, t_hand0, t_hand1);
     /* late copy: at k the query says "not done", the compute stream waits (no host polling) */
     CHECK_OK(ss_copy_async(d, copy, host, ss_block_ptr(c2), 1 * MiB, SS_COPY_D2H));
     CHECK_OK(ss_event_record(d, ev2, copy));
@@ -605,7 +612,7 @@ static void t_real_deferred(void) {
 
 static void t_real_stock(void) {
     ss_device_t *d = open_sim(64 * MiB, 1);
-    if (!d) TEST_SKIP("cpu-sim not available");
+    if (!d) { CHECK_MSG(0, "cannot open the embedded cpu-sim device"); return; }
     ss_alloc_config c = ss_alloc_config_default();
     c.budget_bytes = 16 * MiB;
     c.release_mode = SS_RELEASE_MODE_STOCK;
@@ -680,7 +687,7 @@ static void run_sequence(ss_alloc_t *a, uint64_t seed, uint64_t *offs, size_t no
 
 static void t_measure_equals_real(void) {
     ss_device_t *d = open_sim(256 * MiB, 1);
-    if (!d) TEST_SKIP("cpu-sim not available");
+    if (!d) { CHECK_MSG(0, "cannot open the embedded cpu-sim device"); return; }
     enum { N = EQ_OPS };
     static uint64_t om[N], orl[N];
     for (uint64_t seed = 1; seed <= 3; seed++) {
