@@ -36,5 +36,7 @@ printf '%s\n' "$out"
 if printf '%s\n' "$out" | grep -q '^skip'; then echo "gpu-check: the CUDA kernel tests were skipped"; rc=1; fi
 echo "== smartswap train --device cuda (must fail in one line naming CUDA until the cuda training path lands)"
 ./build-gpu/smartswap train --device cuda --steps 1 2>&1 | head -n 3
+echo "== bench/gpu-torch.sh (the PyTorch adapter on cuda: determinism check, the Python suite, torch_compare)"
+timeout 660 bash bench/gpu-torch.sh || { echo "gpu-check: gpu-torch.sh failed"; rc=1; }
 echo "gpu-check: $([ $rc = 0 ] && echo PASS || echo FAIL)"
 exit $rc

@@ -47,10 +47,10 @@ print("plain runs identical")
 PYEOF
 
 echo "== 2. the Python suite, models on cuda"
-SMARTSWAP_TEST_DEVICE=cuda timeout 900 $PY -m pytest -q -p no:cacheprovider python/tests || rc=1
+SMARTSWAP_TEST_DEVICE=cuda timeout 300 $PY -m pytest -q -p no:cacheprovider python/tests || rc=1
 
 echo "== 3. torch_compare on a Llama-1B-shaped bf16 model, a quarter of its activation demand"
-timeout 900 $PY bench/torch_compare.py --device cuda --dtype bfloat16 --hidden 2048 --layers 16 \
+timeout 300 $PY bench/torch_compare.py --device cuda --detail-runs 2 --dtype bfloat16 --hidden 2048 --layers 16 \
     --heads 32 --kv-heads 8 --intermediate 8192 --vocab 32000 --seq 2048 --batch 2 --steps 8 \
     --json "$dest/torch_compare-gpu-$day.json" || rc=1
 

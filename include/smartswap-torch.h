@@ -34,11 +34,14 @@ ss_status ss_torch_open(const char *device, uint64_t compute, const char *option
 /* Frees the context, the executor, the streams and the device. NULL is fine. */
 void ss_torch_close(ss_torch_t *t);
 
-/* Keeps resident saved bytes within `budget` in iterations that run without a plan (the
- * executor only moves what a plan schedules): after each save and load, the earliest saved
- * resident tensors of at least options.min_swap bytes are copied out and handed out as
- * SS_ACTION_DROP, and brought back at their load (counted as evictions and misses). 0: off
- * (the default). Call it between iterations. Needs a device. */
+/* Keeps resident saved bytes within `budget` in every iteration. After each save and load
+ * (and ss_torch_held), while they exceed it: in an iteration without a plan (the executor only
+ * moves what a plan schedules) the earliest saved resident tensors of at least options.min_swap
+ * bytes are copied out here; in a planned one the plan did not foresee (sizes outgrew it) the
+ * executor evicts (swap-outs in flight first, then the tensors used farthest away). Either way
+ * they are handed out as SS_ACTION_DROP after their copies are done and brought back at their
+ * load (counted as evictions and misses). 0: off (the default). Call it between iterations.
+ * Needs a device. */
 ss_status ss_torch_set_evict_budget(ss_torch_t *t, uint64_t budget);
 
 /* The context, for every other ss_ctx_* call (iteration bracket, intern, stage, reports). */
@@ -72,6 +75,27 @@ ss_status ss_torch_held(ss_torch_t *t, uint64_t handle, int held);
 
 /* ss_ctx_release. Any thread. */
 ss_status ss_torch_release(ss_torch_t *t, uint64_t handle);
+
+/* Whether the open iteration is recorded in detail: 0 light, 1 from its first operator
+ * (GenPolicy, a Stable probe or re-plan), 2 from a divergence on. Valid after ss_ctx_iter_begin;
+ * the adapter turns its TorchDispatchMode on for 1. Driving thread. */
+int ss_torch_recording(ss_torch_t *t);
+
+/* In a detailed iteration (no-op otherwise): adds `flops` to the FLOPs of the operator reported
+ * last (the aten operators that ran after it, before the next hook) in the profile being
+ * recorded, and `overhead_s` seconds to the time spent inside smartswap (the dispatch mode's
+ * own time), which the profile's operator seconds leave out. Neither changes the operator
+ * sequence, its hash or its count. *nops (may be NULL): the operators reported so far in the
+ * iteration (the last one's index + 1), in any iteration. Driving thread. */
+ss_status ss_torch_detail(ss_torch_t *t, double flops, double overhead_s, uint32_t *nops);
+
+/* The caller's varying dimensions of the open iteration (n values, e.g. batch and sequence
+ * length; n = 0 clears them). Their hash is folded into the iteration's size signature at
+ * iter_end, so the plan cache keys iterations by them as well as by the bucketed saved bytes:
+ * iterations that declare other sizes never share a cache entry (a plan made for them is found
+ * again by the same sizes). The operator sequence and its hash are unchanged. Cleared at each
+ * ss_ctx_iter_begin. SS_ERR_STATE outside an iteration. Driving thread. */
+ss_status ss_torch_set_sizes(ss_torch_t *t, const int64_t *v, uint32_t n);
 
 /* What the adapter's stats() reports from the core. */
 typedef struct ss_torch_stats {

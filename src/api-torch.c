@@ -12,7 +12,13 @@
  * saved: backward uses them in reverse) is copied to host memory on its own stream, waited for,
  * and handed to the caller as SS_ACTION_DROP; its load brings it back into a device buffer of
  * its own (a counted miss), freed at release. Resident bytes are tallied from saves, releases
- * and the actions that pass through ss_torch_poll.
+ * and the actions that pass through ss_torch_poll. In a planned iteration over the budget (a
+ * Stable plan outgrown by the sizes) the executor evicts instead (ssi_exec_evict_framework),
+ * since its plan may be moving those tensors already.
+ *
+ * Detailed iterations: ss_torch_recording tells the adapter to run its TorchDispatchMode, and
+ * ss_torch_detail adds the aten operators' FLOPs and the mode's own time to the profile
+ * without adding operators. ss_torch_set_sizes folds declared sizes into the size signature.
  *
  * Ownership: ss_torch_t owns the device, the wrapped streams and the context. Streams wrapped
  * for loads on other streams are cached (a few; torch's stream pool is small) under `mu`, which
@@ -20,6 +26,7 @@
  */
 #include "smartswap-torch.h"
 #include "api.h"
+#include "exec.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -232,9 +239,18 @@ static void slot_free_bufs(ss_torch_t *t, tslot *x) {
     if (x->host) { ss_host_free(t->dev, x->host, (size_t)x->bytes); x->host = NULL; }
 }
 
-/* Resident bytes above the budget in an unplanned iteration: evict the earliest saved resident
- * swappable tensors (not `keep`). Holds mu. */
+/* Resident bytes above the budget. In an unplanned iteration: evict the earliest saved resident
+ * swappable tensors (not `keep`) here. In a planned one: ask the executor to (its plan may be
+ * moving some of them already). Holds mu. */
 static ss_status evict_over(ss_torch_t *t, uint64_t keep) {
+    if (t->budget && !t->unplanned && t->resident > t->budget) {
+        /* a planned iteration the plan did not foresee (a Stable plan outgrown by the sizes):
+         * the executor knows which tensors it is moving, so it evicts (exec.c); its DROPs come
+         * with the poll that follows every call of this */
+        uint64_t freed = 0;
+        ss_status st = ssi_exec_evict_framework(t->ctx, t->resident - t->budget, t->min_swap, &freed);
+        return st == SS_ERR_STATE ? SS_OK : st;
+    }
     while (t->budget && t->unplanned && t->resident > t->budget && t->nown < SST_MAX_OWN) {
         tslot *best = NULL;
         for (size_t i = 0; i < t->nslots; i++) {
@@ -489,5 +505,40 @@ ss_status ss_torch_get_stats(ss_torch_t *t, ss_torch_stats *out) {
         pthread_mutex_unlock(&t->mu);
     }
     *out = s;
+    return SS_OK;
+}
+
+/* ---- detailed iterations, sizes ------------------------------------------------------------- */
+
+int ss_torch_recording(ss_torch_t *t) {
+    return t && t->ctx ? t->ctx->st.recording : 0;
+}
+
+ss_status ss_torch_detail(ss_torch_t *t, double flops, double overhead_s, uint32_t *nops) {
+    if (!t || !t->ctx) return SS_ERR_INVALID;
+    ss_ctx_t *ctx = t->ctx;
+    if (nops) *nops = atomic_load_explicit(&ctx->n, memory_order_relaxed);
+    if (!ctx->in_iter || !ctx->st.recording) return SS_OK;
+    if (overhead_s > 0)
+        atomic_fetch_add_explicit(&ctx->ovh_ns, (uint64_t)(overhead_s * 1e9), memory_order_relaxed);
+    if (flops > 0) {
+        pthread_mutex_lock(&ctx->lock);
+        ss_profile *p = ctx->st.rec;
+        if (p && p->nops) p->ops[p->nops - 1].flops += flops;
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    return SS_OK;
+}
+
+ss_status ss_torch_set_sizes(ss_torch_t *t, const int64_t *v, uint32_t n) {
+    if (!t || !t->ctx || (n && !v)) return SS_ERR_INVALID;
+    if (!t->ctx->in_iter) return SS_ERR_STATE;
+    uint64_t h = 0;
+    if (n) {
+        h = 0x5153E5157E5ull;
+        for (uint32_t i = 0; i < n; i++) h = ssi_hash_fold(h, (uint64_t)v[i]);
+        if (!h) h = 1;
+    }
+    t->ctx->size_tag = h;
     return SS_OK;
 }

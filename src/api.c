@@ -217,6 +217,7 @@ ss_status ss_ctx_iter_begin(ss_ctx_t *ctx) {
     ctx->saved_bytes = 0;
     ctx->phase = SS_OP_FWD;
     ctx->phase_set = 0;
+    ctx->size_tag = 0;
     ss_status st = SS_OK;
     if (!ctx->opts.disable) {
         st = ssi_stage_iter_begin(ctx);

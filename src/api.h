@@ -110,6 +110,8 @@ struct ss_ctx {
     uint64_t  saved_bytes;      /* saved in this iteration */
     int       phase;            /* ss_op_phase of the following operators (lock) */
     int       phase_set;        /* the caller set the phase in this iteration */
+    uint64_t  size_tag;         /* the caller's varying dimensions of this iteration, hashed
+                                   (0: none); folded into its size signature (stage.c) */
 
     /* memory accounting for detailed profiles (lock) */
     uint64_t  saved_live;       /* bytes of saved tensors not yet released, any iteration */

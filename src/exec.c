@@ -507,10 +507,15 @@ static ss_status issue_out(exec *x, xt *t, ssi_handle *h, uint64_t free_k, int s
     if (t->ev_in) { ev_put(x, t->ev_in); t->ev_in = NULL; }
     if (sync) {
         if ((st = ss_event_sync(x->dev, t->ev_out))) return st;
-        if (x->poison && ss_mem_poison(x->dev, src, (size_t)t->bytes) == SS_OK) t->poisoned = 1;
-        ss_block_t *b = h->block;
-        h->block = NULL;
-        if ((st = ss_alloc_free(x->alloc, b))) return st;
+        if (x->owner == SS_MEM_FRAMEWORK) {
+            /* the caller's memory: it drops its tensor (ssi_exec_evict_framework) */
+            if ((st = ssi_ctx_push_action(x->ctx, SS_ACTION_DROP, t->hv, t->bytes))) return st;
+        } else {
+            if (x->poison && ss_mem_poison(x->dev, src, (size_t)t->bytes) == SS_OK) t->poisoned = 1;
+            ss_block_t *b = h->block;
+            h->block = NULL;
+            if ((st = ss_alloc_free(x->alloc, b))) return st;
+        }
         t->state = X_HOST;
         t->counted = 1;
         x->ctx->swapped += t->bytes;
@@ -1452,4 +1457,64 @@ ss_status ssi_exec_set_plan(ss_ctx_t *ctx, const ss_plan *plan, const ss_profile
 const ss_plan *ssi_exec_plan(ss_ctx_t *ctx) {
     exec *x = exec_of(ctx);
     return x ? x->plan : NULL;
+}
+
+/* SS_MEM_FRAMEWORK: the caller's resident saved bytes exceed its budget by `need` (api-torch.c
+ * tallies them) in an iteration whose plan did not foresee it (a Stable plan outgrown by the
+ * sizes, say). Swap-outs already issued (X_OUT) go first: their copy is waited for and the DROP
+ * is handed out now instead of at the planned free point (their planned swap-in still runs).
+ * Then resident tensors of at least min_bytes whose next use is farthest (not NOSWAP, not used
+ * at the current operator) are copied out, waited for, and handed out as SS_ACTION_DROP; their
+ * loads are counted misses. Counted as evictions; a Stable plan that needed one is marked
+ * stale, as the allocator's fallback does. *freed: the bytes handed out. Takes the lock. */
+ss_status ssi_exec_evict_framework(ss_ctx_t *ctx, uint64_t need, uint64_t min_bytes,
+                                   uint64_t *freed) {
+    exec *x = exec_of(ctx);
+    *freed = 0;
+    if (!x || x->owner != SS_MEM_FRAMEWORK) return SS_ERR_STATE;
+    pthread_mutex_lock(&ctx->lock);
+    tl_held = ctx;
+    ssi_ovh o = ssi_ovh_begin(ctx);
+    ss_status st = SS_OK;
+    for (xt *t = x->head; t && *freed < need && !st; t = t->next) {
+        if (t->state != X_OUT || !t->ev_out) continue;
+        if ((st = ss_event_sync(x->dev, t->ev_out)) ||
+            (st = ssi_ctx_push_action(ctx, SS_ACTION_DROP, t->hv, t->bytes)))
+            break;
+        t->state = X_HOST;
+        t->counted = 1;
+        ctx->swapped += t->bytes;
+        *freed += t->bytes;
+    }
+    while (!st && *freed < need) {
+        xt *best = NULL;
+        double bu = -1;
+        for (xt *t = x->head; t; t = t->next) {
+            if (t->state != X_RES || t->bytes < min_bytes) continue;
+            ssi_handle *h = ssi_ctx_handle(ctx, t->hv);
+            if (!h || (h->flags & SS_SAVE_NOSWAP)) continue;
+            if (t->use_iter == ctx->iter && t->last_op == x->cur && x->in_iter) continue;
+            double u = next_use(x, t);
+            if (!best || u > bu || (u == bu && t->bytes > best->bytes)) { best = t; bu = u; }
+        }
+        if (!best) break;   /* nothing movable left: the budget stays exceeded */
+        if ((st = issue_out(x, best, ssi_ctx_handle(ctx, best->hv), 0, 1))) {
+            if (st == SS_ERR_HOST_OOM)
+                SS_ERROR("exec: eviction needs host memory but the host pool is at its cap "
+                         "(raise --host-mem / SMARTSWAP_HOST_MEM)");
+            break;
+        }
+        *freed += best->bytes;
+        x->rep.evictions++;
+        x->rep.evicted_bytes += best->bytes;
+    }
+    if (*freed && x->in_iter && x->plan && !x->fixed && ctx->st.stage_now == SS_STAGE_STABLE &&
+        !ctx->st.recording && !x->rep.stale) {
+        ssi_stage_mark_stale(ctx);
+        x->rep.stale = 1;
+    }
+    ssi_ovh_end(ctx, o);
+    tl_held = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+    return *freed ? SS_OK : st;
 }

@@ -44,6 +44,13 @@ uint32_t ssi_match_best(const ssi_match_feat *t, const ssi_match_feat *cand, uin
  * planned tensor's entry. Between iterations. SS_ERR_STATE without an executor. */
 ss_status ssi_exec_set_plan(ss_ctx_t *ctx, const ss_plan *plan, const ss_profile *prof);
 
+/* SS_MEM_FRAMEWORK: frees `need` resident saved bytes now (swap-outs in flight first, then
+ * the tensors used farthest away, each of at least min_bytes), handing them out as
+ * SS_ACTION_DROP once their copies are done; *freed says how many bytes (exec.c). For the
+ * caller's own budget in iterations whose plan did not foresee it (api-torch.c). */
+ss_status ssi_exec_evict_framework(ss_ctx_t *ctx, uint64_t need, uint64_t min_bytes,
+                                   uint64_t *freed);
+
 /* The op index of the plan in use at the current iteration's start (for tests). */
 const ss_plan *ssi_exec_plan(ss_ctx_t *ctx);
 

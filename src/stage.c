@@ -611,6 +611,8 @@ ss_status ssi_stage_iter_end(ss_ctx_t *ctx, ss_iter_report *rep) {
     uint32_t n = atomic_load_explicit(&ctx->n, memory_order_relaxed);
     uint64_t h = ctx->h;
     uint64_t sig = ssi_size_sig(ctx->saved_bytes);
+    /* the caller's varying dimensions (ss_torch_set_sizes) key the sequence too */
+    if (ctx->size_tag) sig = ssi_hash_fold(sig, ctx->size_tag);
     int stage = s->stage_now, next = stage, event = SS_PLAN_NONE;
     rep->detailed = s->recording;
     switch (stage) {

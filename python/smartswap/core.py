@@ -26,13 +26,24 @@ stream (current in unpack) wait on the copy-in. No record_stream anywhere.
 import contextlib
 import ctypes
 import os
+import sys
 import threading
+import time
 import weakref
 
 import torch
 from torch import nn
 
 from . import _lib as L
+
+try:   # the detailed iterations' operator names and call sites
+    from torch.utils._python_dispatch import TorchDispatchMode as _TDM
+except ImportError:   # pragma: no cover
+    _TDM = None
+try:
+    from torch.utils.flop_counter import flop_registry as _FLOPS
+except ImportError:   # pragma: no cover
+    _FLOPS = {}
 
 _DTYPE = {
     torch.float32: L.DTYPE_F32, torch.float16: L.DTYPE_F16, torch.bfloat16: L.DTYPE_BF16,
@@ -49,6 +60,90 @@ _INPLACE_MSG = ("one of the variables needed for gradient computation has been m
                 "gradient, with torch.autograd.set_detect_anomaly(True).")
 
 _TRUE = ("1", "true", "yes", "on")
+_now = time.perf_counter
+# frames of these packages are skipped when a detailed iteration looks for an operator's call site
+_SKIP_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, contextlib)) + (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+
+
+def _size_values(sizes):
+    """step(sizes=...) as int64 values for ss_torch_set_sizes: a dict as (crc32 of the name,
+    value) pairs in name order, a tuple or list as its values, an int as itself."""
+    import zlib
+    try:
+        if isinstance(sizes, dict):
+            out = []
+            for k in sorted(sizes, key=str):
+                out += [zlib.crc32(str(k).encode()), int(sizes[k])]
+            return out
+        if isinstance(sizes, (tuple, list, torch.Size)):
+            return [int(v) for v in sizes]
+        return [int(sizes)]
+    except (TypeError, ValueError):
+        raise TypeError("smartswap: sizes= takes ints (a dict of name: int, a tuple of ints or "
+                        "an int), got %r" % (sizes,)) from None
+
+
+if _TDM is not None:
+    class _DetailMode(_TDM):
+        """Detailed iterations only: records every aten operator that runs between two hooks
+        (its OpOverload name, its Python call site in forward, its FLOPs where torch's
+        flop_counter has a formula) without reporting any operator to the core. At each hook
+        the adapter hands the FLOPs to the operator the core saw last and the mode's own time
+        to the core's overhead (ss_torch_detail), so the sequence, its hash and its count stay
+        those of a light iteration."""
+
+        def __init__(self, ss):
+            super().__init__()
+            self.ss = ss
+            self.cur = []
+            self.flops = 0.0
+            self.ovh = 0.0
+            self.names = {}
+            self.skip = {}
+            self.nops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if kwargs is None:
+                kwargs = {}
+            ss = self.ss
+            if ss._in_hook:   # the adapter's own tensor calls (detach, empty, set_)
+                return func(*args, **kwargs)
+            t0 = _now()
+            name = self.names.get(func)
+            if name is None:
+                name = self.names[func] = str(func)
+            if ss._bwd:
+                site = "backward"
+            else:
+                f = sys._getframe(1)
+                skip = self.skip
+                while f is not None:
+                    c = f.f_code
+                    sk = skip.get(c)
+                    if sk is None:
+                        sk = skip[c] = c.co_filename.startswith(_SKIP_DIRS)
+                    if not sk:
+                        break
+                    f = f.f_back
+                site = (f.f_code.co_filename, f.f_lineno) if f is not None else None
+            t1 = _now()
+            out = func(*args, **kwargs)
+            t2 = _now()
+            fl = 0
+            formula = _FLOPS.get(func._overloadpacket)
+            if formula is not None:
+                try:
+                    fl = formula(*args, out_val=out, **kwargs) or 0
+                except Exception:   # noqa: BLE001 (a formula that does not fit the call)
+                    fl = 0
+                self.flops += fl
+            self.cur.append((name, site, fl))
+            self.nops += 1
+            self.ovh += (t1 - t0) + (_now() - t2)
+            return out
+else:   # pragma: no cover
+    _DetailMode = None
 
 
 def _env_disabled():
@@ -115,6 +210,8 @@ class SmartSwap:
     def __init__(self, budget=None, activation_budget=None, device=None, host_memory=None,
                  **options):
         self._disabled = _env_disabled() or str(options.get("disable", "0")).lower() in _TRUE
+        # SMARTSWAP_DISPATCH_MODE=0: detailed iterations without the TorchDispatchMode
+        self._detail_mode = os.environ.get("SMARTSWAP_DISPATCH_MODE", "1").strip().lower() in _TRUE
         self._lock = threading.RLock()
         self._t = None
         self._ctx = None
@@ -156,7 +253,10 @@ class SmartSwap:
         self._largest = 0
         self._need = 0
         self._sizes = None
+        self._size_vals = None
         self._iters_local = 0
+        self._in_hook = False
+        self._nbuf = ctypes.c_uint32()
 
     def _check_device(self, dev):
         if dev.type == "cpu":
@@ -216,12 +316,15 @@ class SmartSwap:
             st = lib.ss_torch_set_evict_budget(t, core_budget)
             if st != L.SS_OK:
                 self._fail("open", st)
-        ids = {}
-        for n in ("pack", "unpack", "backward"):
-            u = ctypes.c_uint32()
-            lib.ss_ctx_intern(self._ctx, n.encode(), ctypes.byref(u))
-            ids[n] = u.value
-        self._id_pack, self._id_unpack, self._id_bwd = ids["pack"], ids["unpack"], ids["backward"]
+        self._id_bwd = self._intern("backward")
+        # operator names, the same in light and detailed iterations: a pack is named after the
+        # autograd node that produced the saved tensor ("save:MmBackward0", "save:leaf"), an
+        # unpack after the node being run backward ("unpack:MmBackward0"); keyed by node type
+        self._save_ids = {}
+        self._unpack_ids = {}
+        self._mode = None           # the TorchDispatchMode of a detailed iteration
+        self._details = None        # its per-operator aten names, call sites and FLOPs
+        self._last_details = None
         self._acts = (L.Action * _NACT)()
         self._n = ctypes.c_uint32()
         self._h = ctypes.c_uint64()
@@ -237,6 +340,20 @@ class SmartSwap:
         self._iter_open = False
         self.on_drop = None     # debug: called with the storage at each real drop
 
+    def _intern(self, name):
+        u = ctypes.c_uint32()
+        st = self._lib.ss_ctx_intern(self._ctx, name.encode(), ctypes.byref(u))
+        if st != L.SS_OK:
+            self._fail("intern", st)
+        return u.value
+
+    def _node_id(self, table, prefix, node):
+        k = type(node)
+        nid = table.get(k)
+        if nid is None:
+            nid = table[k] = self._intern("%s:%s" % (prefix, "leaf" if node is None else node.name()))
+        return nid
+
     # ---- the hooks --------------------------------------------------------------------------
 
     def _is_param(self, t):
@@ -244,6 +361,40 @@ class SmartSwap:
             return True
         b = t._base
         return b is not None and isinstance(b, nn.Parameter)
+
+    def _pack_d(self, t):
+        """pack in a detailed iteration: the aten operators since the last hook go to the
+        operator the core saw last, then the hook runs outside the mode's records."""
+        self._in_hook = True
+        try:
+            self._detail_flush()
+            return self._pack(t)
+        finally:
+            self._in_hook = False
+
+    def _unpack_d(self, p):
+        self._in_hook = True
+        try:
+            self._detail_flush()
+            return self._unpack(p)
+        finally:
+            self._in_hook = False
+
+    def _detail_flush(self):
+        m = self._mode
+        n = self._nbuf
+        st = self._lib.ss_torch_detail(self._t, m.flops, m.ovh, ctypes.byref(n))
+        if st != L.SS_OK:
+            self._fail("detail", st)
+        if m.cur:
+            d = self._details.get(n.value - 1)
+            if d is None:
+                d = self._details[n.value - 1] = [[], 0.0]
+            d[0].extend(m.cur)
+            d[1] += m.flops
+            m.cur = []
+        m.flops = 0.0
+        m.ovh = 0.0
 
     def _pack(self, t):
         if (self._is_param(t) or t.layout != torch.strided or
@@ -273,10 +424,14 @@ class SmartSwap:
         dt = _DTYPE.get(t.dtype, L.DTYPE_OTHER)
         ndim = t.dim()
         site = (dt << 8) | ndim
+        g = t.grad_fn
+        nid = self._save_ids.get(type(g))
+        if nid is None:
+            nid = self._node_id(self._save_ids, "save", g)
         with self._lock:
             e = self._by_ptr.get(ptr)
             if e is not None and e.st is not None and e.nbytes == nbytes:
-                st_ = lib.ss_torch_op(self._t, self._id_pack, site, self._acts, _NACT,
+                st_ = lib.ss_torch_op(self._t, nid, site, self._acts, _NACT,
                                       ctypes.byref(self._n))
             else:
                 shape = self._shape
@@ -288,7 +443,7 @@ class SmartSwap:
                 # made under no_grad) is held by someone else anyway: never moved
                 root = t._base if t._base is not None else t
                 noswap = self._leaf_noswap and root.grad_fn is None and not root.requires_grad
-                st_ = lib.ss_torch_pack(self._t, self._id_pack, site, ptr, nbytes, dt, nd, shape,
+                st_ = lib.ss_torch_pack(self._t, nid, site, ptr, nbytes, dt, nd, shape,
                                         L.SS_SAVE_NOSWAP if noswap else 0, ctypes.byref(self._h),
                                         self._acts, _NACT, ctypes.byref(self._n))
                 if st_ != L.SS_OK:
@@ -317,6 +472,10 @@ class SmartSwap:
             return p
         e = p.e
         lib = self._lib
+        node = torch._C._current_autograd_node()
+        nid = self._unpack_ids.get(type(node))
+        if nid is None:
+            nid = self._node_id(self._unpack_ids, "unpack", node)
         with self._lock:
             if e.h not in self._entries:
                 raise RuntimeError("smartswap: a saved tensor was unpacked after its release "
@@ -328,7 +487,7 @@ class SmartSwap:
                     self._fail("unpack", st)
                 self._do_actions()
             dt = _DTYPE.get(p.dtype, L.DTYPE_OTHER)
-            st = lib.ss_torch_op(self._t, self._id_unpack, (dt << 8) | len(p.size), self._acts,
+            st = lib.ss_torch_op(self._t, nid, (dt << 8) | len(p.size), self._acts,
                                  _NACT, ctypes.byref(self._n))
             if st != L.SS_OK:
                 self._fail("unpack", st)
@@ -507,6 +666,12 @@ class SmartSwap:
             self._fail("step begin", st)
         self._iter_open = True
         self._bwd = False
+        if self._size_vals is not None:
+            v = self._size_vals
+            arr = (ctypes.c_int64 * max(1, len(v)))(*v)
+            st = self._lib.ss_torch_set_sizes(self._t, arr, len(v))
+            if st != L.SS_OK:
+                self._fail("sizes", st)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
 
@@ -524,6 +689,7 @@ class SmartSwap:
             st = self._lib.ss_torch_poll(self._t, self._acts, _NACT, ctypes.byref(self._n))
             if st == L.SS_OK:
                 self._do_actions()
+        self._last_rep = rep
         if self.device.type == "cuda":
             pk = torch.cuda.max_memory_allocated(self.device)
             self._peak_device = max(self._peak_device or 0, pk)
@@ -532,8 +698,11 @@ class SmartSwap:
     @contextlib.contextmanager
     def step(self, sizes=None):
         """One iteration: forward and backward (several for gradient accumulation; none is
-        fine). sizes: optional varying dimensions (e.g. {"seq": 512}); the core takes sizes from
-        the saved tensors' shapes, these only label the iteration in stats()."""
+        fine). sizes: optional varying dimensions (e.g. {"seq": 512}, (batch, seq) or an int):
+        folded into the iteration's size signature (ss_torch_set_sizes), so the plan cache keys
+        iterations by them as well as by the saved bytes; stats()["sizes"] shows the last.
+        An iteration the core records in detail from its start runs inside a TorchDispatchMode
+        (op_details())."""
         if self._disabled:
             yield self
             return
@@ -544,17 +713,35 @@ class SmartSwap:
         if sizes is not None and not isinstance(sizes, (dict, tuple, list, int)):
             raise TypeError("smartswap: sizes= takes a dict, a tuple or an int, not %s"
                             % type(sizes).__name__)
+        self._size_vals = None if sizes is None else _size_values(sizes)
         self._sizes = sizes
         self._in_step = True
         if self._t is not None:
             self._begin()
+        mode = None
+        if (self._t is not None and _DetailMode is not None and self._detail_mode and
+                self._lib.ss_torch_recording(self._t) == 1):
+            mode = self._mode = _DetailMode(self)
+            self._details = {}
         ok = False
         try:
-            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
-                yield self
+            if mode is None:
+                with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+                    yield self
+            else:
+                with torch.autograd.graph.saved_tensors_hooks(self._pack_d, self._unpack_d), mode:
+                    yield self
             ok = True
         finally:
             self._in_step = False
+            if mode is not None:
+                self._mode = None
+                try:
+                    if self._t is not None and self._iter_open:
+                        self._detail_flush_to(mode)
+                finally:
+                    self._last_details = (self._details, mode.nops)
+                    self._details = None
             if self._t is not None and self._iter_open:
                 if ok:
                     self._end()
@@ -565,6 +752,31 @@ class SmartSwap:
                         self._end()
                     except RuntimeError:
                         pass
+
+    def _detail_flush_to(self, mode):
+        self._mode = mode
+        try:
+            self._detail_flush()
+        finally:
+            self._mode = None
+
+    def op_details(self):
+        """The last detailed iteration run inside the TorchDispatchMode: one dict per operator
+        of the core's sequence that aten operators ran after (index "op" as in the profile;
+        -1: before the first), with "aten" (OpOverload names in order), "sites" ("file:line"
+        of each in forward, "backward" in backward) and "flops" (their sum, from
+        torch.utils.flop_counter's formulas). [] before any."""
+        if not self._last_details:
+            return []
+        d, _ = self._last_details
+        out = []
+        for i in sorted(d):
+            ops, fl = d[i]
+            out.append({"op": i, "aten": [o[0] for o in ops],
+                        "sites": [o[1] if isinstance(o[1], str) or o[1] is None
+                                  else "%s:%d" % o[1] for o in ops],
+                        "flops": fl})
+        return out
 
     def _check_budget(self):
         b = self.activation_budget
@@ -602,6 +814,10 @@ class SmartSwap:
         base["stage"] = L.STAGE_NAMES[s.stage] if 0 <= s.stage < 4 else "?"
         base["last_stage"] = L.STAGE_NAMES[s.last_stage] if 0 <= s.last_stage < 4 else "?"
         base["seq_hash"] = s.seq_hash
+        rep = getattr(self, "_last_rep", None)
+        base["size_sig"] = rep.size_sig if rep is not None else 0
+        base["ops"] = rep.nops if rep is not None else 0
+        base["last_detailed"] = rep.detailed if rep is not None else 0
         base["host_peak_bytes"] = s.host_peak_bytes
         for k in ("swapped_out_bytes", "swapped_in_bytes", "stalls", "misses", "evictions",
                   "iterations", "detailed_iterations", "plans_made", "cache_hits",
