@@ -265,3 +265,28 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libsmartswap.a $(DESTDIR)$(PREFIX)/lib/libsmartswap.so \
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/smartswap.pc
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/,$(notdir $(wildcard include/smartswap*.h)))
+
+# --- [issue 14 item 8] reliability campaign: fuzz, stress, soak (docs/testing.md) -------------
+#   make fuzz    libFuzzer harnesses of every reader (tests/fuzz/fuzz-*.c), each run FUZZ_SECONDS
+#                (default 60) on its seed corpus tests/fuzz/<harness>/; built with clang
+#                -fsanitize=fuzzer,address in build-fuzz/ (scripts/fuzz.sh; needs Debian's clang
+#                and libclang-rt-14-dev: sh scripts/deps.sh --fuzz). Not part of make / make test.
+#   make stress  STRESS_N (default 200) randomized trainer configurations, each trained by the
+#                smartswap command in none and in a budgeted mode: bit-identical losses and weights
+#                (tests/test-stress.c; make test runs its short form, 8 configurations); with
+#                STRESS_HOST_MEM=1 (the default here) each run that swapped runs again under a
+#                --host-mem cap: identical to none, or a clean error
+#   make soak    SOAK_STEPS (default 2000) steps of the dynamic trainer with copy jitter: losses
+#                identical to none, RSS flat (tests/test-soak.c; make test runs 60 steps)
+FUZZ_SECONDS ?= 60
+STRESS_N     ?= 200
+STRESS_HOST_MEM ?= 1
+SOAK_STEPS   ?= 2000
+.PHONY: fuzz stress soak
+fuzz:
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh scripts/fuzz.sh
+stress: $(CLI) $(BUILD)/tests/test-stress
+	SS_CLI=$(CLI) STRESS_N=$(STRESS_N) STRESS_HOST_MEM=$(STRESS_HOST_MEM) $(BUILD)/tests/test-stress
+soak: $(BUILD)/tests/test-soak
+	SOAK_STEPS=$(SOAK_STEPS) $(BUILD)/tests/test-soak
+# --- [issue 14 item 8] end

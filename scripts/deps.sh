@@ -10,6 +10,12 @@ libopenblas-dev:/usr/lib/x86_64-linux-gnu/libopenblas.so
 gnuplot-nox:/usr/bin/gnuplot
 fortunes:/usr/share/games/fortunes/fortunes
 jargon-text:/usr/share/doc/jargon-text"
+# Optional: `sh scripts/deps.sh --fuzz` checks (and as root installs) what `make fuzz` needs
+# instead (clang and its libFuzzer runtime; docs/testing.md). make and make test never need them.
+if [ "${1:-}" = --fuzz ]; then
+    NEEDED="clang:/usr/bin/clang
+libclang-rt-14-dev:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a"
+fi
 missing=""
 for line in $NEEDED; do
     pkg=${line%%:*}; file=${line#*:}

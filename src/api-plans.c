@@ -179,6 +179,7 @@ ss_status ss_ctx_plans_load(ss_ctx_t *ctx, const char *path, uint32_t *count, ch
     int rerr = ferror(f);
     fclose(f);
     if (rerr) { free(buf); set_err(err, err_len, "cannot read %s", path); return SS_ERR_IO; }
+    buf[len] = 0;   /* sscanf below reads to a NUL: stop it at the file's end (len < cap here) */
     size_t pos = strlen(PLANS_MAGIC);
     unsigned n = 0;
     int used = 0;

@@ -552,6 +552,8 @@ ss_status ssi_plan_parse(const char *text, size_t len, const char *fname, ss_pla
                          char *err, size_t err_len) {
     if (!text || !out) return SS_ERR_INVALID;
     rd r = {fname ? fname : "<plan>", 0, err, err_len};
+    /* as ssi_plan_read: cJSON would stop at a NUL inside a line and take the rest as read */
+    if (memchr(text, 0, len)) { r.line = 1; return fail(&r, "a NUL byte: not a text plan file"); }
     ss_plan *p;
     if (ssi_plan_new(&p)) return SS_ERR_HOST_OOM;
     ss_status st = SS_OK;

@@ -1,0 +1,353 @@
+/* test-stress.c: randomized trainer configurations (issue 14 item 8, docs/testing.md). Each
+ * configuration (layers, width, heads and KV heads, MoE E:K, a sequence range, batch,
+ * accumulation, evaluation steps, attention and loss kinds) is trained by the smartswap command
+ * twice: once with --mode none and no budget (the reference), once in a swapping or recompute
+ * mode at a budget drawn between the configuration's smallest workable budget (min_budget_bytes
+ * of the reference run's JSONL log) and the reference's peak, with random cpu-sim copy jitter.
+ * Checks, per configuration: the budgeted run trains (no out-of-memory or any other error after
+ * training has started; a refusal before step 1 is counted, and is a failure at or above the
+ * smallest budget the run itself reports), every training and evaluation loss is bit-identical
+ * to the reference (loss_hex), and so are the final weights (--save-weights files).
+ *
+ *   STRESS_N=n       configurations (default 8: the short form `make test` runs, a few seconds)
+ *   STRESS_SEED=s    the PRNG seed (default 1); configuration k is a function of (s, k) only
+ *   STRESS_VERBOSE=1 one line per configuration (always on when STRESS_N > 8)
+ *   STRESS_HOST_MEM=1 the host-memory bullet: each run that swapped runs a third time with
+ *                    --host-mem between 5 % and 120 % of the host pool peak it reached; that run
+ *                    must train bit-identical to none or stop with a clean error (exit 1, a
+ *                    message; no crash, no sanitizer report); the outcomes are counted
+ *   SS_CLI           the smartswap binary (make test sets it; default: ../smartswap next to
+ *                    this binary's directory)
+ * Prints the figures (configurations by mode, refusals, the budget fractions covered) and
+ * "N passed, N failed".
+ */
+#include "smartswap.h"
+#include "test.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char cli[4096];
+static uint64_t host_cap;      /* non-zero: --host-mem for the next run */
+static int host_mem_runs;      /* STRESS_HOST_MEM: a third run with a host-memory cap */
+static char tmpdir[64];
+static int verbose;
+
+static uint64_t rng_state;
+static uint64_t rnd(void) {            /* splitmix64 */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static int pick(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
+static double unit(void) { return (double)(rnd() >> 11) * 0x1.0p-53; }
+
+typedef struct cfg {
+    int layers, hidden, heads, kv, ffn, E, K, seq_min, seq_max, batch, accum, eval_every, steps;
+    int naive, full_loss;
+    const char *mode;
+    double gbps, jitter_us, frac;
+    int headroom0;              /* smartswap: --plan-headroom 0 (the issue's aim) */
+} cfg;
+
+static void draw(cfg *c, uint64_t seed, int k) {
+    rng_state = seed;
+    uint64_t h0 = rnd();
+    rng_state = (uint64_t)k ^ 0xD1B54A32D192ED03ull;
+    rng_state = h0 ^ rnd();    /* configuration k: its own stream, independent of k - 1's */
+    memset(c, 0, sizeof *c);
+    c->layers = pick(1, 3);
+    static const int widths[] = {16, 24, 32, 48, 64};
+    c->hidden = widths[pick(0, 4)];
+    /* heads: H/A even */
+    int hs[8], nh = 0;
+    for (int a = 1; a <= 8; a++) if (c->hidden % a == 0 && (c->hidden / a) % 2 == 0) hs[nh++] = a;
+    c->heads = hs[pick(0, nh - 1)];
+    int ks[8], nk = 0;
+    for (int g = 1; g <= c->heads; g++) if (c->heads % g == 0) ks[nk++] = g;
+    c->kv = ks[pick(0, nk - 1)];
+    c->ffn = 8 * pick(2, 16);
+    if (pick(0, 2) == 0) { c->E = 1 << pick(1, 3); c->K = pick(1, c->E < 3 ? c->E : 3); }
+    c->seq_min = pick(4, 32);
+    c->seq_max = pick(0, 2) ? c->seq_min + pick(0, 24) : c->seq_min;
+    c->batch = pick(1, 3);
+    c->accum = pick(0, 2) ? 1 : pick(2, 3);
+    c->eval_every = pick(0, 1) ? 0 : pick(1, 3);
+    c->steps = pick(3, 7);
+    c->naive = pick(0, 4) == 0;
+    c->full_loss = pick(0, 4) == 0;
+    int m = pick(0, 9);
+    c->mode = m < 6 ? "smartswap" : m < 8 ? "offload-all" : "recompute";
+    static const double g[] = {0.05, 0.2, 1, 5};
+    c->gbps = g[pick(0, 3)];
+    c->jitter_us = pick(0, 1) ? 0 : (double)pick(1, 200);
+    c->headroom0 = !strcmp(c->mode, "smartswap") && pick(0, 3) == 0;
+    double u = unit();
+    c->frac = pick(0, 3) == 0 ? 0 : pick(0, 3) == 0 ? 1 : u * u;   /* the ends, and the low end more */
+}
+
+static void describe(const cfg *c, char *buf, size_t len) {
+    char moe[32] = "dense";
+    if (c->E) snprintf(moe, sizeof moe, "moe %d:%d", c->E, c->K);
+    snprintf(buf, len, "L%d h%d a%d kv%d ffn%d %s seq %d:%d b%d accum %d eval %d steps %d %s %s",
+             c->layers, c->hidden, c->heads, c->kv, c->ffn, moe, c->seq_min, c->seq_max, c->batch, c->accum,
+             c->eval_every, c->steps, c->naive ? "naive" : "flash", c->full_loss ? "full" : "chunked");
+}
+
+/* Runs the trainer; returns its exit status (-1 if it could not run); output in tag.out. */
+static int train(const cfg *c, const char *tag, const char *mode, uint64_t budget, int jitter) {
+    char cmd[8192], moe[32] = "", seq[32], bud[80] = "", env[64] = "";
+    if (c->E) snprintf(moe, sizeof moe, "--moe %d:%d", c->E, c->K);
+    if (c->seq_min == c->seq_max) snprintf(seq, sizeof seq, "%d", c->seq_min);
+    else snprintf(seq, sizeof seq, "%d:%d", c->seq_min, c->seq_max);
+    if (budget) snprintf(bud, sizeof bud, "--budget %llu%s", (unsigned long long)budget,
+                         c->headroom0 && !strcmp(mode, "smartswap") ? " --plan-headroom 0" : "");
+    if (budget && host_cap) snprintf(bud + strlen(bud), sizeof bud - strlen(bud), " --host-mem %llu", (unsigned long long)host_cap);
+    if (jitter && c->jitter_us > 0) snprintf(env, sizeof env, "SMARTSWAP_SIM_JITTER_US=%g ", c->jitter_us);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %sOMP_NUM_THREADS=1 '%s' train --layers %d --hidden %d --heads %d --kv-heads %d --ffn %d %s "
+             "--seq %s --batch %d --accum %d --eval-every %d --steps %d --attention %s --loss %s --mode %s %s "
+             "--d2h-gbps %g --h2d-gbps %g --threads 1 --quiet --log %s.jsonl --save-weights %s.w > %s.out 2>&1",
+             tmpdir, env, cli, c->layers, c->hidden, c->heads, c->kv, c->ffn, moe, seq, c->batch, c->accum,
+             c->eval_every, c->steps, c->naive ? "naive" : "flash", c->full_loss ? "full" : "chunked", mode, bud,
+             c->gbps, c->gbps, tag, tag, tag);
+    int rc = system(cmd);
+    if (rc == -1 || !WIFEXITED(rc)) return -1;
+    return WEXITSTATUS(rc);
+}
+
+static char *slurp(const char *tag, const char *ext, size_t *len) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.%s", tmpdir, tag, ext);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    if (b) b[n] = 0;
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return b;
+}
+
+static uint64_t json_u64(const char *s, const char *key) {
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\": ", key);
+    const char *p = s ? strstr(s, k) : NULL;
+    return p ? strtoull(p + strlen(k), NULL, 10) : 0;
+}
+
+/* The "kind" and "loss_hex" of every log line, concatenated: what must match. */
+static char *losses(const char *log, int *nlines) {
+    size_t cap = 64, n = 0;
+    char *out = malloc(cap);
+    *nlines = 0;
+    if (!out) return NULL;
+    out[0] = 0;
+    for (const char *l = log; l && *l; ) {
+        const char *e = strchr(l, '\n');
+        size_t ll = e ? (size_t)(e - l) : strlen(l);
+        const char *kind = strstr(l, "\"kind\": \""), *hex = strstr(l, "\"loss_hex\": \"");
+        if (kind && hex && kind < l + ll && hex < l + ll) {
+            char item[96];
+            int w = snprintf(item, sizeof item, "%.5s:%.*s;", kind + 9, (int)strcspn(hex + 13, "\""), hex + 13);
+            if (n + (size_t)w + 1 > cap) { cap = 2 * (n + (size_t)w + 1); char *o2 = realloc(out, cap); if (!o2) break; out = o2; }
+            memcpy(out + n, item, (size_t)w + 1);
+            n += (size_t)w;
+            (*nlines)++;
+        }
+        l = e ? e + 1 : l + ll;
+    }
+    return out;
+}
+
+typedef struct tally {
+    int ok, refused, failed, by_mode[3], low, high, swapped, evicted;
+    int cap_runs, cap_ok, cap_before, cap_mid;   /* host-memory cap runs and their outcomes */
+    double fmin, fmax;
+} tally;
+
+static void one(uint64_t seed, int k, tally *t) {
+    cfg c;
+    draw(&c, seed, k);
+    char what[256];
+    describe(&c, what, sizeof what);
+    test_current = what;
+    int rc = train(&c, "ref", "none", 0, 0);
+    char *rlog = slurp("ref", "jsonl", NULL);
+    if (rc != 0 || !rlog) {
+        char *o = slurp("ref", "out", NULL);
+        CHECK_MSG(0, "config %d: the reference run failed (%d): %.400s", k, rc, o ? o : "");
+        free(o); free(rlog); t->failed++;
+        return;
+    }
+    uint64_t minb = json_u64(rlog, "min_budget_bytes"), peak = 0;
+    for (const char *p = rlog; (p = strstr(p, "\"peak_bytes\": ")); p++) {
+        uint64_t v = strtoull(p + 14, NULL, 10);
+        if (v > peak) peak = v;
+    }
+    CHECK_MSG(minb > 0 && peak > 0, "config %d: no min_budget_bytes or peak_bytes in the log", k);
+    if (peak < minb) peak = minb;
+    if (!strcmp(c.mode, "recompute")) {
+        /* recompute swaps nothing: its low end is its own peak without a budget (the trainer's
+         * smallest budget assumes saved tensors can be swapped out; docs/testing.md) */
+        uint64_t rpeak = 0;
+        char *qlog = train(&c, "rcp", "recompute", 0, 0) == 0 ? slurp("rcp", "jsonl", NULL) : NULL;
+        for (const char *p = qlog; p && (p = strstr(p, "\"peak_bytes\": ")); p++) {
+            uint64_t v = strtoull(p + 14, NULL, 10);
+            if (v > rpeak) rpeak = v;
+        }
+        CHECK_MSG(qlog && rpeak > 0, "config %d: the unbudgeted recompute run failed", k);
+        free(qlog);
+        if (rpeak > minb) minb = rpeak;
+        if (peak < minb) peak = minb;
+    }
+    uint64_t budget = minb + (uint64_t)((double)(peak - minb) * c.frac);
+    int rc2 = train(&c, "run", c.mode, budget, 1);
+    char *out = slurp("run", "out", NULL), *blog = slurp("run", "jsonl", NULL);
+    int mi = !strcmp(c.mode, "smartswap") ? 0 : !strcmp(c.mode, "offload-all") ? 1 : 2;
+    int ref_lines = 0, run_lines = 0;
+    char *la = losses(rlog, &ref_lines), *lb = losses(blog, &run_lines);
+    int fail = 0;
+    if (rc2 != 0 && run_lines == 0 && out && strstr(out, "smallest budget")) {
+        /* refused before step 1: fine below the run's own smallest budget only */
+        uint64_t own = 0;
+        const char *p = strstr(out, "--budget ");
+        if (p) own = strtoull(p + 9, NULL, 10);
+        CHECK_MSG(own > budget, "config %d (%s at %llu): refused at or above its smallest budget: %.300s", k, c.mode,
+                  (unsigned long long)budget, out);
+        if (own <= budget) fail = 1;
+        else t->refused++;
+    } else {
+        CHECK_MSG(rc2 == 0, "config %d: %s at budget %llu (min %llu, peak %llu) failed after %d log lines (exit %d): %.600s",
+                  k, c.mode, (unsigned long long)budget, (unsigned long long)minb, (unsigned long long)peak, run_lines,
+                  rc2, out ? out + (strlen(out) > 600 ? strlen(out) - 600 : 0) : "");
+        if (rc2 != 0) fail = 1;
+        if (!fail) {
+            CHECK_MSG(la && lb && ref_lines == run_lines && !strcmp(la, lb),
+                      "config %d: %s at budget %llu: losses differ from none (%d vs %d lines)", k, c.mode,
+                      (unsigned long long)budget, run_lines, ref_lines);
+            size_t wa = 0, wb = 0;
+            char *A = slurp("ref", "w", &wa), *B = slurp("run", "w", &wb);
+            CHECK_MSG(A && B && wa == wb && wa > 0 && !memcmp(A, B, wa),
+                      "config %d: %s at budget %llu: final weights differ from none", k, c.mode, (unsigned long long)budget);
+            if (!(la && lb && ref_lines == run_lines && !strcmp(la, lb)) || !(A && B && wa == wb && !memcmp(A, B, wa)))
+                fail = 1;
+            free(A); free(B);
+        }
+    }
+    uint64_t sw = 0, ev = 0;
+    const char *tot = out ? strstr(out, "totals: ") : NULL;
+    if (tot && strstr(tot, "swapped_out=")) sw = strtoull(strstr(tot, "swapped_out=") + 12, NULL, 10);
+    if (tot && strstr(tot, "evictions=")) ev = strtoull(strstr(tot, "evictions=") + 10, NULL, 10);
+    if (fail) t->failed++;
+    else if (rc2 == 0) {
+        t->ok++;
+        if (sw) t->swapped++;
+        if (ev) t->evicted++;
+        t->by_mode[mi]++;
+        if (c.frac < 0.25) t->low++;
+        if (c.frac > 0.75) t->high++;
+        if (c.frac < t->fmin) t->fmin = c.frac;
+        if (c.frac > t->fmax) t->fmax = c.frac;
+    }
+    if (host_mem_runs && !fail && rc2 == 0 && sw && out && strstr(out, "host pool peak ")) {
+        /* the host-memory bullet: a cap from 5 % to 120 % of what the run's pool reached */
+        char num[64];
+        const char *hp = strstr(out, "host pool peak ") + 15;
+        size_t j = 0;
+        for (; *hp && *hp != '|' && j + 1 < sizeof num; hp++) if (*hp != ' ') num[j++] = *hp;
+        num[j] = 0;
+        uint64_t hpeak = 0;
+        if (ss_parse_size(num, &hpeak) == SS_OK && hpeak > 0) {
+            double f = 0.05 + 1.15 * unit();
+            host_cap = (uint64_t)((double)hpeak * f);
+            if (host_cap < 1) host_cap = 1;
+            int rc3 = train(&c, "cap", c.mode, budget, 1);
+            host_cap = 0;
+            char *o3 = slurp("cap", "out", NULL), *l3 = slurp("cap", "jsonl", NULL);
+            int n3 = 0;
+            char *lc = losses(l3, &n3);
+            t->cap_runs++;
+            const char *outcome;
+            if (rc3 == 0) {
+                size_t wa = 0, wc = 0;
+                char *A = slurp("ref", "w", &wa), *C = slurp("cap", "w", &wc);
+                int same = la && lc && !strcmp(la, lc) && A && C && wa == wc && !memcmp(A, C, wa);
+                CHECK_MSG(same, "config %d: %s with --host-mem %.0f %% of its pool peak trained but differs from none", k,
+                          c.mode, 100 * f);
+                free(A); free(C);
+                t->cap_ok += same;
+                outcome = same ? "trained, identical" : "trained, DIFFERENT";
+            } else {
+                /* a clean error exit (1) with a message; never a crash or a sanitizer report */
+                CHECK_MSG(rc3 == 1 && o3 && strstr(o3, "error:") && !strstr(o3, "Sanitizer"),
+                          "config %d: --host-mem run ended with status %d: %.400s", k, rc3, o3 ? o3 : "");
+                if (n3 == 0 && !(o3 && strstr(o3, "step 1:"))) { t->cap_before++; outcome = "error before step 1"; }
+                else { t->cap_mid++; outcome = "error after training started"; }
+            }
+            if (verbose)
+                fprintf(stderr, "      host-mem %llu (%.0f %% of the pool peak %llu): %s\n", (unsigned long long)((double)hpeak * f),
+                        100 * f, (unsigned long long)hpeak, outcome);
+            free(o3); free(l3); free(lc);
+        }
+    }
+    if (verbose || fail)
+        fprintf(stderr, "  %3d %-11s%s budget %8llu (min %8llu + %.3f x (peak %8llu - min)) jitter %3.0f us swapped %7llu  %s: %s\n", k,
+                c.mode, c.headroom0 ? " h0" : "   ", (unsigned long long)budget, (unsigned long long)minb, c.frac, (unsigned long long)peak,
+                c.jitter_us, (unsigned long long)sw, what, fail ? "FAIL" : rc2 == 0 ? "identical" : "refused before step 1");
+    free(la); free(lb); free(out); free(blog); free(rlog);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    const char *e = getenv("SS_CLI");
+    if (e && *e) snprintf(cli, sizeof cli, "%s", e);
+    else {
+        char self[4096];
+        snprintf(self, sizeof self, "%s", argv[0]);
+        snprintf(cli, sizeof cli, "%s/../smartswap", dirname(self));
+    }
+    if (cli[0] != '/') {   /* the runs cd into the temporary directory */
+        char cwd[2048], rel[8192];
+        if (getcwd(cwd, sizeof cwd)) { snprintf(rel, sizeof rel, "%s/%s", cwd, cli); snprintf(cli, sizeof cli, "%.4000s", rel); }
+    }
+    test_current = "setup";
+    CHECK_MSG(access(cli, X_OK) == 0, "no smartswap binary at %s (set SS_CLI)", cli);
+    if (access(cli, X_OK) != 0) return test_summary();
+    int n = getenv("STRESS_N") ? atoi(getenv("STRESS_N")) : 8;
+    uint64_t seed = getenv("STRESS_SEED") ? strtoull(getenv("STRESS_SEED"), NULL, 10) : 1;
+    host_mem_runs = getenv("STRESS_HOST_MEM") && atoi(getenv("STRESS_HOST_MEM"));
+    verbose = n > 8 || (getenv("STRESS_VERBOSE") && atoi(getenv("STRESS_VERBOSE")));
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ss-stress-XXXXXX");
+    if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
+    tally t = {0};
+    t.fmin = 2; t.fmax = -1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int k = 0; k < n; k++) one(seed, k, &t);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    fprintf(stderr, "stress: %d configurations (seed %llu) in %.1f s: %d trained bit-identical to none "
+            "(smartswap %d, offload-all %d, recompute %d; %d in the lowest quarter of [min, peak], %d in the top; "
+            "%d swapped bytes out, %d used the eviction fallback), "
+            "%d refused before step 1 below their own smallest budget, %d failed\n",
+            n, (unsigned long long)seed, s, t.ok, t.by_mode[0], t.by_mode[1], t.by_mode[2], t.low, t.high, t.swapped, t.evicted, t.refused,
+            t.failed);
+    if (host_mem_runs)
+        fprintf(stderr, "host-mem: %d capped runs (5 %% to 120 %% of the pool peak): %d trained identical to none, "
+                "%d stopped with an error before step 1, %d with an error after training had started\n",
+                t.cap_runs, t.cap_ok, t.cap_before, t.cap_mid);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return test_summary();
+}
