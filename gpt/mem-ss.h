@@ -27,6 +27,11 @@ int gpt_mem_init_ss_ex(gpt_mem *m, const char *name, const ss_options *opts, uin
  * fragments at once (a request that fits the budget finds no segment with room, and no new
  * segment fits); large budgets keep the default. budget 0: 0 (the default). */
 uint64_t gpt_mem_segment_for(uint64_t budget, uint64_t state);
+/* The segment size a run uses (smartswap train, and the tests that set up runs as it does):
+ * below twice the configuration's smallest budget (min_budget, gpt_min_budget_probe; 0 =
+ * unknown) exact-size segments (256: one per block, never split), under which any budget at or
+ * above the smallest trains; else gpt_mem_segment_for. */
+uint64_t gpt_mem_segment_for_run(uint64_t budget, uint64_t state, uint64_t min_budget);
 
 /* The smartswap policy plans for the budget less a headroom of `headroom` x (budget - state)
  * (smartswap train --plan-headroom): the recorded profile folds each operator's temporaries into

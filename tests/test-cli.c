@@ -265,6 +265,7 @@ static void t_train(void) {
     snprintf(want, sizeof want, "(%llu bytes)", minb);
     CHECK_MSG(has(o, "below the smallest budget") && has(o, want) && !has(o, "step ") && has(o, "raise --budget"),
               "%s", o);
+    free(o);
     /* --timeline: a Chrome trace of the last step with its three lanes and swap copies */
     snprintf(path, sizeof path, "%s/tl.json", tmpdir);
     f = fopen(path, "r");

@@ -487,7 +487,14 @@ typedef struct mode_run {
  * clock at its default 8 GB/s (bits do not depend on the link). */
 static int swap_open_seg(mode_run *x, const gpt_config *c, const gpt_schedule *s, uint64_t budget, uint64_t segment);
 static int swap_open(mode_run *x, const gpt_config *c, const gpt_schedule *s, uint64_t budget) {
-    return swap_open_seg(x, c, s, budget, gpt_mem_segment_for(budget, gpt_state_bytes(c)));
+    gpt_min_budget mb;
+    char err[256];
+    memset(&mb, 0, sizeof mb);
+    if (gpt_min_budget_probe(c, s, gpt_min_swap_default(c, s->seq_min), 256, &mb, err, sizeof err)) {
+        fprintf(stderr, "probe: %s\n", err);
+        return 1;
+    }
+    return swap_open_seg(x, c, s, budget, gpt_mem_segment_for_run(budget, gpt_state_bytes(c), mb.min_budget_bytes));
 }
 static int swap_open_seg(mode_run *x, const gpt_config *c, const gpt_schedule *s, uint64_t budget, uint64_t segment) {
     char err[256];
@@ -552,14 +559,17 @@ static void t_seq_switch(void) {
     memset(&x, 0, sizeof x);
     x.mode = GPT_MODE_SMARTSWAP;
     float lr[STEPS], ls;
-    uint64_t peak = 0;
+    uint64_t peak_short = 0;
     for (int st = 0; st < STEPS; st++) {
         CHECK(gpt_train_step(&ref.model, &ref.data, (st & 1) ? &sb : &sa, st, &ref.bb, &lr[st]) == 0);
-        if (ref.model.stats.peak_bytes > peak) peak = ref.model.stats.peak_bytes;
+        if (!(st & 1) && ref.model.stats.peak_bytes > peak_short) peak_short = ref.model.stats.peak_bytes;
     }
-
+    /* both lengths must swap, so that each has a plan with entries to switch to: the state plus
+     * 3/4 of the short length's activations (with flash attention and the chunked loss the
+     * activations grow linearly with the length: half-way to the long one's peak is about the
+     * short one's own peak, which fits without swapping on exact-size segments) */
     uint64_t state = gpt_state_bytes(&c);
-    if (swap_open(&x, &c, &sb, state + (peak - state) / 2)) { CHECK(0); vr_close(&ref); return; }
+    if (swap_open(&x, &c, &sb, state + (peak_short - state) * 3 / 4)) { CHECK(0); vr_close(&ref); return; }
     int switched = 0, switched_detailed = 0, same = 1;
     for (int st = 0; st < STEPS; st++) {
         if (gpt_train_step(&x.model, &x.r.data, (st & 1) ? &sb : &sa, st, &x.r.bb, &ls)) {

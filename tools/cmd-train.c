@@ -393,10 +393,12 @@ int cmd_train(int argc, char **argv) {
         opts.budget_bytes = gpt_plan_budget(fl.budget, state, fl.headroom);
     }
     gpt_mem mem;
-    uint64_t segment = fl.segment ? fl.segment : (fl.budget_given || opts.budget_bytes) ? gpt_mem_segment_for(fl.budget, state) : 0;
     /* below twice the smallest budget: exact-size segments (256 B: one per block, never split),
      * under which 'any budget at or above the smallest trains' holds (no fragmentation) */
-    if (!fl.segment && !opts.granule_bytes && fl.budget < 2 * mb.min_budget_bytes) segment = 256;
+    uint64_t segment = fl.segment ? fl.segment
+                       : (fl.budget_given || opts.budget_bytes)
+                           ? gpt_mem_segment_for_run(fl.budget, state, opts.granule_bytes ? 0 : mb.min_budget_bytes)
+                           : 0;
     if (gpt_mem_init_ss_ex(&mem, fl.device, &opts, fl.budget, segment, err, sizeof err)) {
         cli_error(CMD, NULL, "%s", err);
         gpt_data_free(&data);
