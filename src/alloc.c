@@ -298,6 +298,15 @@ static void seg_attach(ss_alloc_t *a, seg *s) {
     free_insert(a, b);
 }
 
+/* A new segment s of `size` bytes whose one free block is b: links and counts it. */
+static void seg_install(ss_alloc_t *a, seg *s, struct ss_block *b, uint64_t size) {
+    s->size = size;
+    s->first = b;
+    b->sg = s;
+    seg_attach(a, s);
+    a->st.segment_allocs++;
+}
+
 /* Reserves a segment of `size` bytes and puts it, as one free block, in the treap. Device
  * failures are returned as they are (SS_ERR_OOM from a full device included). */
 static ss_status seg_reserve(ss_alloc_t *a, uint64_t size) {
@@ -309,13 +318,9 @@ static ss_status seg_reserve(ss_alloc_t *a, uint64_t size) {
         ss_status st = ss_mem_alloc(a->dev, (size_t)size, &s->dptr);
         if (st != SS_OK) { block_kill(a, b); free(s); return st; }
     }
-    s->size = size;
-    s->first = b;
-    b->sg = s;
-    seg_attach(a, s);
+    seg_install(a, s, b, size);
     a->reserved += size;
     if (a->reserved > a->st.peak_reserved_bytes) a->st.peak_reserved_bytes = a->reserved;
-    a->st.segment_allocs++;
     return SS_OK;
 }
 
@@ -505,12 +510,8 @@ static ss_status vm_seg_new(ss_alloc_t *a, int pool, uint64_t size) {
         ss_status st = ss_vm_reserve(a->dev, (size_t)size, &s->dptr);
         if (st != SS_OK) { block_kill(a, b); seg_free_struct(s); return st; }
     }
-    s->size = size;
     s->pool = pool;
-    s->first = b;
-    b->sg = s;
-    seg_attach(a, s);
-    a->st.segment_allocs++;
+    seg_install(a, s, b, size);
     return SS_OK;
 }
 
