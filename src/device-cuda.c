@@ -3,16 +3,57 @@
  * (pinned), streams are non-blocking cudaStreams (or a caller's cudaStream_t), events are
  * cudaEvents with timing. Simulated compute needs a kernel, so compute_async is absent
  * (SS_ERR_UNSUPPORTED). Built only when the Makefile finds the toolkit (SS_USE_CUDA).
+ *
+ * Virtual memory (the vm_* slots, docs/cuda.md "Virtual memory"): the driver's cuMemAddressReserve
+ * / cuMemCreate / cuMemMap / cuMemSetAccess / cuMemUnmap / cuMemRelease, reached through
+ * cudaGetDriverEntryPointByVersion (cuda.h types only, no -lcuda: the programs still load on a
+ * machine without the driver and report "no GPU"). A range is unmapped only once an event
+ * recorded, at the first unmap attempt, on every stream of this device (and the legacy default
+ * stream) has completed; until then vm_unmap answers SS_ERR_STATE (queried, never waited for).
  */
 #include "device-impl.h"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
+
+/* The driver entry points of the virtual-memory slots (NULL when the driver lacks them). */
+typedef struct cu_drv {
+    PFN_cuGetErrorString_v6000 get_error_string;
+    PFN_cuDeviceGet_v2000 device_get;
+    PFN_cuDeviceGetAttribute_v2000 device_get_attribute;
+    PFN_cuMemGetAllocationGranularity_v10020 granularity;
+    PFN_cuMemAddressReserve_v10020 address_reserve;
+    PFN_cuMemAddressFree_v10020 address_free;
+    PFN_cuMemCreate_v10020 create;
+    PFN_cuMemRelease_v10020 release;
+    PFN_cuMemMap_v10020 map;
+    PFN_cuMemUnmap_v10020 unmap;
+    PFN_cuMemSetAccess_v10020 set_access;
+} cu_drv;
+
+/* A copy that may still run while reservations exist: its ranges and the event after it. */
+typedef struct cu_flight {
+    void *dst;
+    const void *src;
+    size_t n;
+    cudaEvent_t ev;
+} cu_flight;
 
 typedef struct cu_dev {
     int ordinal;
     cudaEvent_t origin;         /* recorded and synchronised at open: device time 0 */
     double t_open;
+    cu_drv drv;
+    size_t granule;             /* 0: no virtual memory (plain segments) */
+    pthread_mutex_t mu;         /* the fields below */
+    size_t nres;                /* live reservations: copies are tracked while > 0 */
+    ssi_ptr_table handles;      /* mapped va -> CUmemGenericAllocationHandle */
+    cu_flight *flight;          /* copies enqueued while nres > 0, not yet seen complete */
+    size_t nflight, capflight;
+    cudaEvent_t *spare;         /* completed events for reuse */
+    size_t nspare, capspare;
 } cu_dev;
 
 typedef struct cu_stream {
@@ -40,6 +81,14 @@ static void cu_close(void *ctx) {
     cu_dev *d = ctx;
     cu_use(d);
     cudaEventDestroy(d->origin);
+    /* the wrapper refuses to close with live reservations or streams: no mapping is left, and
+     * every stream (so every copy) has been waited for */
+    for (size_t j = 0; j < d->nflight; j++) cudaEventDestroy(d->flight[j].ev);
+    for (size_t j = 0; j < d->nspare; j++) cudaEventDestroy(d->spare[j]);
+    free(d->flight);
+    free(d->spare);
+    ssi_ptr_free(&d->handles);
+    pthread_mutex_destroy(&d->mu);
     free(d);
 }
 
@@ -135,16 +184,60 @@ static ss_status cu_stream_free(void *ctx, void *sp) {
     return st;
 }
 
+/* Drops the in-flight copies whose event has completed (caller holds mu); their events go back
+ * to the spare list. */
+static ss_status cu_flight_prune(cu_dev *d) {
+    for (size_t j = 0; j < d->nflight;) {
+        cudaError_t ce = cudaEventQuery(d->flight[j].ev);
+        if (ce == cudaErrorNotReady) { j++; continue; }
+        if (ce != cudaSuccess) return cu_fail(ce, "cudaEventQuery (copies in flight)");
+        if (ssi_grow(&d->spare, &d->capspare, d->nspare + 1, sizeof *d->spare) == SS_OK)
+            d->spare[d->nspare++] = d->flight[j].ev;
+        else
+            cudaEventDestroy(d->flight[j].ev);
+        d->flight[j] = d->flight[--d->nflight];
+    }
+    return SS_OK;
+}
+
+static int cu_overlaps(const void *a, size_t an, const void *b, size_t bn) {
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + bn && y < x + an;
+}
+
 static ss_status cu_copy_async(void *ctx, void *sp, void *dst, const void *src, size_t n,
                                ss_copy_kind kind) {
-    (void)ctx;
+    cu_dev *d = ctx;
     static const enum cudaMemcpyKind kinds[SS_COPY_KIND_COUNT] = {
         [SS_COPY_H2D] = cudaMemcpyHostToDevice,
         [SS_COPY_D2H] = cudaMemcpyDeviceToHost,
         [SS_COPY_D2D] = cudaMemcpyDeviceToDevice,
     };
-    cudaError_t e = cudaMemcpyAsync(dst, src, n, kinds[kind], ((cu_stream *)sp)->s);
-    return e == cudaSuccess ? SS_OK : cu_fail(e, "cudaMemcpyAsync");
+    cudaStream_t s = ((cu_stream *)sp)->s;
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, kinds[kind], s);
+    if (e != cudaSuccess) return cu_fail(e, "cudaMemcpyAsync");
+    /* with reservations live, vm_unmap must see this copy until it has run: an event after it */
+    pthread_mutex_lock(&d->mu);
+    ss_status st = SS_OK;
+    if (d->nres > 0) {
+        cudaEvent_t ev = NULL;
+        if (d->nspare > 0) ev = d->spare[--d->nspare];
+        else if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess)
+            st = cu_fail(e, "cudaEventCreate (copy tracking)");
+        if (st == SS_OK && (e = cudaEventRecord(ev, s)) != cudaSuccess)
+            st = cu_fail(e, "cudaEventRecord (copy tracking)");
+        if (st == SS_OK)
+            st = ssi_grow(&d->flight, &d->capflight, d->nflight + 1, sizeof *d->flight);
+        if (st == SS_OK) d->flight[d->nflight++] = (cu_flight){dst, src, n, ev};
+        else if (ev) cudaEventDestroy(ev);
+        if (st != SS_OK) {   /* the copy is untracked: wait for it so no unmap can overtake it */
+            e = cudaStreamSynchronize(s);
+            st = e == cudaSuccess ? SS_OK : cu_fail(e, "cudaStreamSynchronize (copy tracking)");
+        }
+        if (d->nflight > 64) cu_flight_prune(d);   /* keep the list short */
+    }
+    pthread_mutex_unlock(&d->mu);
+    return st;
 }
 
 static ss_status cu_event_new(void *ctx, void **out) {
@@ -210,6 +303,171 @@ static double cu_now(void *ctx) {
     return ssi_now() - d->t_open;
 }
 
+/* ---- virtual memory ---------------------------------------------------------------------- */
+
+/* Logs a driver failure and maps it to a status (out of memory: quietly, SS_ERR_OOM). */
+static ss_status cu_drv_fail(const cu_dev *d, CUresult r, const char *what) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        SS_DEBUGF("cuda: %s: out of memory", what);
+        return SS_ERR_OOM;
+    }
+    const char *msg = NULL;
+    if (!d->drv.get_error_string || d->drv.get_error_string(r, &msg) != CUDA_SUCCESS || !msg)
+        msg = "unknown driver error";
+    SS_ERROR("cuda: %s: %s (CUresult %d)", what, msg, (int)r);
+    return SS_ERR_DEVICE;
+}
+
+/* The properties of this device's physical memory: pinned, on the device, no export handles. */
+static CUmemAllocationProp cu_prop(const cu_dev *d) {
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = d->ordinal;
+    return p;
+}
+
+static ss_status cu_vm_reserve(void *ctx, size_t n, void **va) {
+    cu_dev *d = ctx;
+    ss_status st = cu_use(d);
+    if (st != SS_OK) return st;
+    CUdeviceptr p = 0;
+    CUresult r = d->drv.address_reserve(&p, n, d->granule, 0, 0);
+    if (r != CUDA_SUCCESS) return cu_drv_fail(d, r, "cuMemAddressReserve");
+    pthread_mutex_lock(&d->mu);
+    d->nres++;
+    pthread_mutex_unlock(&d->mu);
+    *va = (void *)(uintptr_t)p;
+    return SS_OK;
+}
+
+static ss_status cu_vm_release(void *ctx, void *va, size_t n) {
+    cu_dev *d = ctx;
+    ss_status st = cu_use(d);
+    if (st != SS_OK) return st;
+    CUresult r = d->drv.address_free((CUdeviceptr)(uintptr_t)va, n);
+    pthread_mutex_lock(&d->mu);
+    d->nres--;
+    pthread_mutex_unlock(&d->mu);
+    return r == CUDA_SUCCESS ? SS_OK : cu_drv_fail(d, r, "cuMemAddressFree");
+}
+
+static ss_status cu_vm_map(void *ctx, void *va, size_t n) {
+    cu_dev *d = ctx;
+    ss_status st = cu_use(d);
+    if (st != SS_OK) return st;
+    CUmemAllocationProp prop = cu_prop(d);
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)va;
+    CUresult r = d->drv.create(&h, n, &prop, 0);
+    if (r != CUDA_SUCCESS) return cu_drv_fail(d, r, "cuMemCreate");
+    const char *what = "cuMemMap";
+    r = d->drv.map(p, n, 0, h, 0);
+    if (r == CUDA_SUCCESS) {
+        CUmemAccessDesc acc;
+        memset(&acc, 0, sizeof acc);
+        acc.location = prop.location;
+        acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        what = "cuMemSetAccess";
+        r = d->drv.set_access(p, n, &acc, 1);
+        if (r != CUDA_SUCCESS) d->drv.unmap(p, n);
+    }
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&d->mu);
+        st = ssi_ptr_put(&d->handles, (uintptr_t)va, (size_t)h);
+        pthread_mutex_unlock(&d->mu);
+        if (st == SS_OK) return SS_OK;
+        d->drv.unmap(p, n);
+    } else {
+        st = cu_drv_fail(d, r, what);
+    }
+    d->drv.release(h);
+    return st;
+}
+
+/* Unmaps [va, va+n) unless a copy that touches it may still run (its event, recorded after it
+ * on its stream, has not completed): then SS_ERR_STATE and nothing changes. Work other than
+ * copies is the allocator's to order: it unmaps only granules that no live block, and no freed
+ * block whose stream events are pending, touches. */
+static ss_status cu_vm_unmap(void *ctx, void *va, size_t n) {
+    cu_dev *d = ctx;
+    ss_status st = cu_use(d);
+    if (st != SS_OK) return st;
+    pthread_mutex_lock(&d->mu);
+    if ((st = cu_flight_prune(d)) != SS_OK) { pthread_mutex_unlock(&d->mu); return st; }
+    for (size_t j = 0; j < d->nflight; j++)
+        if (cu_overlaps(d->flight[j].dst, d->flight[j].n, va, n) ||
+            cu_overlaps(d->flight[j].src, d->flight[j].n, va, n)) {
+            pthread_mutex_unlock(&d->mu);
+            return SS_ERR_STATE;   /* queried, not waited for: try again later */
+        }
+    size_t i = ssi_ptr_find(&d->handles, (uintptr_t)va);
+    SS_ASSERT(i != SIZE_MAX);
+    CUmemGenericAllocationHandle h = (CUmemGenericAllocationHandle)d->handles.vals[i];
+    ssi_ptr_del_at(&d->handles, i);
+    pthread_mutex_unlock(&d->mu);
+    CUresult r = d->drv.unmap((CUdeviceptr)(uintptr_t)va, n);
+    CUresult r2 = d->drv.release(h);   /* the physical memory goes once nothing maps it */
+    if (r != CUDA_SUCCESS) return cu_drv_fail(d, r, "cuMemUnmap");
+    return r2 == CUDA_SUCCESS ? SS_OK : cu_drv_fail(d, r2, "cuMemRelease");
+}
+
+/* Looks the driver's entry points up and checks that the device can map physical memory
+ * (attribute, granularity, one granule created and released). 0 with the granule in
+ * d->granule, else -1 with the reason in why (the device then keeps plain segments). */
+static int cu_vm_probe(cu_dev *d, char *why, size_t len) {
+    static const struct { const char *sym; size_t off; } syms[] = {
+        {"cuGetErrorString", offsetof(cu_drv, get_error_string)},
+        {"cuDeviceGet", offsetof(cu_drv, device_get)},
+        {"cuDeviceGetAttribute", offsetof(cu_drv, device_get_attribute)},
+        {"cuMemGetAllocationGranularity", offsetof(cu_drv, granularity)},
+        {"cuMemAddressReserve", offsetof(cu_drv, address_reserve)},
+        {"cuMemAddressFree", offsetof(cu_drv, address_free)},
+        {"cuMemCreate", offsetof(cu_drv, create)},
+        {"cuMemRelease", offsetof(cu_drv, release)},
+        {"cuMemMap", offsetof(cu_drv, map)},
+        {"cuMemUnmap", offsetof(cu_drv, unmap)},
+        {"cuMemSetAccess", offsetof(cu_drv, set_access)},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        void *fn = NULL;
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        cudaError_t e = cudaGetDriverEntryPointByVersion(syms[i].sym, &fn, 12000,
+                                                         cudaEnableDefault, &q);
+        if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
+            ssi_fmt(why, len, "the driver has no %s", syms[i].sym);
+            return -1;
+        }
+        memcpy((char *)&d->drv + syms[i].off, &fn, sizeof fn);
+    }
+    CUdevice dev;
+    int vmm = 0;
+    CUresult r = d->drv.device_get(&dev, d->ordinal);
+    if (r == CUDA_SUCCESS)
+        r = d->drv.device_get_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev);
+    if (r != CUDA_SUCCESS || !vmm) {
+        ssi_fmt(why, len, "the device does not support virtual memory management");
+        return -1;
+    }
+    CUmemAllocationProp prop = cu_prop(d);
+    size_t g = 0;
+    r = d->drv.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS || g == 0 || (g & (g - 1))) {
+        ssi_fmt(why, len, "cuMemGetAllocationGranularity failed (CUresult %d)", (int)r);
+        return -1;
+    }
+    CUmemGenericAllocationHandle h = 0;
+    r = d->drv.create(&h, g, &prop, 0);
+    if (r != CUDA_SUCCESS) {
+        ssi_fmt(why, len, "cuMemCreate of one %zu-byte granule failed (CUresult %d)", g, (int)r);
+        return -1;
+    }
+    d->drv.release(h);
+    d->granule = g;
+    return 0;
+}
+
 static const struct ss_device_i cu_iface = {
     .close = cu_close,
     .mem_info = cu_mem_info,
@@ -234,6 +492,10 @@ static const struct ss_device_i cu_iface = {
     .event_elapsed = cu_event_elapsed,
     .event_time = cu_event_time,
     .now = cu_now,
+    .vm_reserve = cu_vm_reserve,
+    .vm_release = cu_vm_release,
+    .vm_map = cu_vm_map,
+    .vm_unmap = cu_vm_unmap,
 };
 
 static int cu_probe(char *msg, size_t len) {
@@ -283,19 +545,25 @@ static ss_status cu_open(const char *name, const ss_options *o, ssi_device_backe
         d = calloc(1, sizeof *d);
         if (!d) return SS_ERR_HOST_OOM;
         d->ordinal = ordinal;
+        pthread_mutex_init(&d->mu, NULL);
         e = cudaEventCreateWithFlags(&d->origin, cudaEventDefault);
         if (e == cudaSuccess) {
             e = cudaEventRecord(d->origin, cudaStreamLegacy);
             if (e == cudaSuccess) e = cudaEventSynchronize(d->origin);
             if (e != cudaSuccess) cudaEventDestroy(d->origin);
         }
-        if (e != cudaSuccess) { free(d); d = NULL; }
+        if (e != cudaSuccess) { pthread_mutex_destroy(&d->mu); free(d); d = NULL; }
     }
     if (e != cudaSuccess) {
         ssi_fmt(err, err_len, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
         return SS_ERR_DEVICE;
     }
     d->t_open = ssi_now();
+    char why[160];
+    if (cu_vm_probe(d, why, sizeof why) != 0) {
+        d->granule = 0;
+        SS_WARN("cuda:%d: no virtual memory (%s): the allocator keeps plain segments", ordinal, why);
+    }
     out->iface = &cu_iface;
     out->ctx = d;
     ss_device_caps *c = &out->caps;
@@ -305,6 +573,7 @@ static ss_status cu_open(const char *name, const ss_options *o, ssi_device_backe
     c->total_bytes = tb;
     c->alignment = 256;
     c->has_pinned_host = 1;
+    c->vm_granularity = d->granule;   /* 0: ss_vm_* unsupported, plain segments */
     c->virtual_clock = 0;
     c->d2h_gbps = 0;            /* unknown until measured */
     c->h2d_gbps = 0;
