@@ -4,11 +4,39 @@
 # and in reverse order; about two minutes on 2 cores. Each <<<grid, block>>> launch becomes
 # emu_launch(...); the rest of the .cu is compiled as it is. What it proves and what it cannot:
 # tests/cuda-emu/cuda_runtime.h.
+# Then (first, a few seconds) the cuda device itself: src/device-cuda.c in the programs built with
+# SS_CUDA=1, run against tests/cuda-emu/fake-cudart.c loaded as libcudart.so.13: the conformance
+# suite (test-device's cuda part), the allocator (test-alloc-device), the virtual-memory slots
+# (test-device-cuda-vm, with and without virtual memory).
 #   sh scripts/cuda-emu-check.sh [dir]      (default /tmp/smartswap-cuda-emu)
+#   CUDA_EMU_PARTS="device" or "kernels" runs one part; BUILD=dir the build to use (default build)
 set -eu
 cd "$(dirname "$0")/.."
 d=${1:-/tmp/smartswap-cuda-emu}
 mkdir -p "$d"
+parts=${CUDA_EMU_PARTS:-device kernels}
+case " $parts " in *" device "*)
+    b=${BUILD:-build}
+    ${MAKE:-make} -s -j2 BUILD="$b" SS_CUDA=1 "$b/tests/test-device" "$b/tests/test-alloc-device" "$b/tests/test-device-cuda-vm"
+    echo 'libcudart.so.13 { global: cuda*; local: *; };' > "$d/fake.map"
+    ${CC:-cc} -std=c11 -O1 -g -fPIC -shared -pthread -Wall -Wextra -Werror -I"${CUDA_HOME:-/usr/local/cuda}/include" \
+        tests/cuda-emu/fake-cudart.c -o "$d/libcudart.so.13" -Wl,-soname,libcudart.so.13 -Wl,--version-script="$d/fake.map"
+    run() {   # name, then the command; a skip of the cuda part is a failure here
+        name=$1; shift
+        echo "== $name"
+        out=$(LD_LIBRARY_PATH="$d" "$@" 2>&1) || { printf '%s\n' "$out"; echo "cuda-emu: $name FAILED"; exit 1; }
+        printf '%s\n' "$out" | tail -n 3
+        printf '%s\n' "$out" | grep -q '^skip.*no GPU' && { echo "cuda-emu: $name did not open the fake cuda device"; exit 1; }
+        return 0
+    }
+    run "test-device (conformance on cuda = device-cuda.c + fake-cudart)" "$b/tests/test-device"
+    LD_LIBRARY_PATH="$d" "$b/tests/test-device" 2>&1 | grep -q -- '--- conformance: cuda' || { echo "cuda-emu: no cuda conformance run"; exit 1; }
+    run "test-alloc-device on cuda" env SMARTSWAP_TEST_DEVICE=cuda "$b/tests/test-alloc-device"
+    run "test-device-cuda-vm (virtual memory)" env SMARTSWAP_TEST_EXPECT_VM=1 "$b/tests/test-device-cuda-vm"
+    run "test-device-cuda-vm (cuMemCreate fails: plain segments)" env FAKE_CUDA_NO_VMM=1 "$b/tests/test-device-cuda-vm"
+    ;;
+esac
+case " $parts " in *" kernels "*) ;; *) exit 0 ;; esac
 python3 - "$d/kernels-emu.cpp" <<'PY'
 import re, sys
 s = open('gpt/kernels-cuda.cu').read()
