@@ -1430,6 +1430,15 @@ ss_status ssi_exec_timeline_get(ss_ctx_t *ctx, ssi_timeline *out, double *t0) {
     return st;
 }
 
+uint32_t ssi_exec_fwd_end(ss_ctx_t *ctx) {
+    exec *x = exec_of(ctx);
+    if (!x) return 0;
+    pthread_mutex_lock(&ctx->lock);
+    uint32_t f = x->fwd_end;
+    pthread_mutex_unlock(&ctx->lock);
+    return f;
+}
+
 ss_status ss_ctx_exec_timeline_write(ss_ctx_t *ctx, const char *path) {
     SS_CHECK_ARG(!ctx || !path, "ss_ctx_exec_timeline_write: NULL argument");
     ssi_timeline tl;

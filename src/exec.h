@@ -81,5 +81,8 @@ ss_status ssi_timeline_write(const char *path, const ssi_timeline *actual, doubl
 /* The executor's last recorded iteration (copied into *out, which the caller frees) and its
  * start time. SS_ERR_STATE when none. */
 ss_status ssi_exec_timeline_get(ss_ctx_t *ctx, ssi_timeline *out, double *t0);
+/* The operator index at which the current (or, between iterations, the last) iteration's
+ * backward began: its first load of a tensor saved in it; 0 before any. */
+uint32_t  ssi_exec_fwd_end(ss_ctx_t *ctx);
 
 #endif /* SS_EXEC_H */
