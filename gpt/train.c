@@ -1,6 +1,8 @@
 /* train.c: the reference trainer's schedule (train.h). */
 #include "train.h"
 
+#include "smartswap-alloc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,8 @@ typedef struct mb_probe {
     uint64_t swappable;     /* saved (held by the tape), >= min_swap */
     uint64_t pinned;        /* of those, saved or loaded by the current operator */
     uint64_t min_swap, peak;
+    uint64_t host_live, host_peak;  /* the pinned-pool bound of the saved buffers live (mb_host) */
+    int      moe_e, moe_k;          /* MoE E:K (0: dense) */
     int      op, peak_op, bwd, peak_bwd;
     const char *name, *peak_name;
     gpt_buf **slots;
@@ -142,6 +146,18 @@ static void mb_op(void *u, const char *name, uint64_t site) {
     size_t n = strlen(name);
     p->bwd = n > 4 && !strcmp(name + n - 4, "_bwd");
 }
+/* What one saved buffer of `charged` bytes can hold in the pinned host pool at most: its size
+ * class (ss_hostpool_class_bytes; the executor keeps one host copy per saved block). With MoE the
+ * probe routes every token to experts 0..K-1, K per-expert tensors of B*T rows each, while a run
+ * may spread the same B*T*K rows over up to E experts, each rounded to its own class (at least
+ * 4 KiB, at most 25 % above its bytes): sum_e class(n_e w) <= 4 KiB * E + 1.25 * K * (B*T*w), so
+ * each probed per-expert buffer (L<l>.moe.e<e>.*) is charged 1.25 x its class + 4 KiB * ceil(E / K). */
+static uint64_t mb_host(const mb_probe *p, const gpt_buf *buf, uint64_t charged) {
+    uint64_t c = ss_hostpool_class_bytes(charged);
+    if (p->moe_e > 0 && p->moe_k > 0 && strstr(buf->name, ".moe.e")) c += (c + 3) / 4 + 4096ull * (uint64_t)((p->moe_e + p->moe_k - 1) / p->moe_k);
+    return c;
+}
+
 static int mb_save(void *u, gpt_buf *buf, const gpt_save_info *info, uint64_t *h) {
     mb_probe *p = u;
     mb_rec *r = buf->impl;
@@ -152,6 +168,10 @@ static int mb_save(void *u, gpt_buf *buf, const gpt_save_info *info, uint64_t *h
         if (!t) { snprintf(p->err, sizeof p->err, "out of host memory (probe)"); return 1; }
         p->slots = t;
         p->cap = cap;
+    }
+    if (r->saves == 0) {
+        p->host_live += mb_host(p, buf, r->charged);
+        if (p->host_live > p->host_peak) p->host_peak = p->host_live;
     }
     if (r->saves++ == 0 && r->charged >= p->min_swap) p->swappable += r->charged;
     mb_touch(p, r);
@@ -176,6 +196,7 @@ static void mb_release(void *u, uint64_t h) {
     gpt_buf *b = p->slots[h - 1];
     mb_rec *r = b->impl;
     p->slots[h - 1] = NULL;
+    if (r->saves == 1) p->host_live -= mb_host(p, b, r->charged);
     if (--r->saves == 0 && r->charged >= p->min_swap) {
         p->swappable -= r->charged;
         if (r->last_op == p->op) p->pinned -= r->charged;
@@ -196,6 +217,8 @@ int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t mi
     mb_probe p;
     memset(&p, 0, sizeof p);
     p.min_swap = min_swap;
+    p.moe_e = pc.moe_experts;
+    p.moe_k = pc.moe_topk;
     p.op = -1;
     p.name = "init";
     gpt_mem mem;
@@ -237,6 +260,8 @@ int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t mi
         out->seq = T;
         out->backward = p.peak_bwd;
         out->op_index = p.peak_op;
+        out->host_bytes = p.host_peak;
+        out->host_moe = p.moe_e > 0 && p.moe_k > 0;
         snprintf(out->op, sizeof out->op, "%s", p.peak_name ? p.peak_name : "?");
     }
 out:
@@ -257,5 +282,16 @@ int gpt_min_budget_refuse(const gpt_min_budget *mb, uint64_t budget, char *msg, 
              "routed to one expert)", gpt_fmt_bytes(budget, a, sizeof a), gpt_fmt_bytes(mb->min_budget_bytes, b, sizeof b),
              (unsigned long long)mb->min_budget_bytes, gpt_fmt_bytes(mb->state_bytes, d, sizeof d),
              gpt_fmt_bytes(mb->work_bytes, e, sizeof e), mb->op, mb->backward ? ", backward" : "", mb->seq);
+    return 1;
+}
+
+int gpt_host_mem_refuse(const gpt_min_budget *mb, uint64_t host_mem, char *msg, size_t len) {
+    if (!host_mem || host_mem >= mb->host_bytes) return 0;
+    char a[32], b[32];
+    snprintf(msg, len,
+             "--host-mem %s is below the pinned host memory this configuration may hold while swapping: %s "
+             "(%llu bytes: every saved tensor's host copy at once, in the host pool's size classes, at %d tokens "
+             "a row%s)", gpt_fmt_bytes(host_mem, a, sizeof a), gpt_fmt_bytes(mb->host_bytes, b, sizeof b),
+             (unsigned long long)mb->host_bytes, mb->seq, mb->host_moe ? ", the experts' rows spread over every expert" : "");
     return 1;
 }

@@ -64,11 +64,22 @@ typedef struct gpt_min_budget {
     int      backward;           /* the peak operator runs in backward */
     char     op[40];             /* its name (the hooks' operator name) */
     int      op_index;           /* its index in the probed iteration */
+    /* The most pinned host memory a swapping run of this configuration can hold: the peak over
+     * the probed iteration of the host-pool size class (ss_hostpool_class_bytes) of every saved
+     * buffer live at once (the executor keeps at most one host copy per saved block, whatever it
+     * swaps); with MoE each per-expert buffer is charged 1.25 x its class + 4 KiB x ceil(E/K), which bounds
+     * any routing of the same rows. A --host-mem cap at or above it cannot be reached. */
+    uint64_t host_bytes;
+    int      host_moe;           /* host_bytes carries the MoE routing bound */
 } gpt_min_budget;
 int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t min_swap, uint64_t unit,
                          gpt_min_budget *out, char *err, size_t errlen);
 /* 0 if budget >= mb->min_budget_bytes; else 1 with the refusal (the figure, its parts, the
  * operator) in msg. `smartswap train` refuses such a budget before step 1. */
 int gpt_min_budget_refuse(const gpt_min_budget *mb, uint64_t budget, char *msg, size_t len);
+/* 0 if host_mem is 0 (no cap) or at least mb->host_bytes; else 1 with the refusal (the figure
+ * and what it counts) in msg. `smartswap train` refuses such a cap in the swapping modes before
+ * step 1, so that a capped run never runs out of host memory after training has started. */
+int gpt_host_mem_refuse(const gpt_min_budget *mb, uint64_t host_mem, char *msg, size_t len);
 
 #endif /* GPT_TRAIN_H */

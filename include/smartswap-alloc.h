@@ -225,6 +225,9 @@ ss_status ss_hostpool_new(ss_device_t *dev, uint64_t cap_bytes, ss_hostpool_t **
 /* A buffer of at least n bytes. Past the cap (after freeing cached buffers of other classes):
  * SS_ERR_HOST_OOM, and the log says the cap and how to raise it. */
 ss_status ss_hostpool_get(ss_hostpool_t *p, size_t n, void **out);
+/* The bytes a request of n bytes holds in the pool (its size class: at least 4 KiB, at most
+ * 25 % above n beyond that); what in_use_bytes and the cap count. */
+uint64_t ss_hostpool_class_bytes(uint64_t n);
 ss_status ss_hostpool_put(ss_hostpool_t *p, void *buf);
 ss_status ss_hostpool_get_stats(const ss_hostpool_t *p, ss_hostpool_stats *out);
 /* SS_ERR_STATE if buffers are still out. */

@@ -107,6 +107,12 @@ static uint64_t class_size(uint32_t c) {
     return (1ull << p) + q * (1ull << (p - 2));
 }
 
+uint64_t ss_hostpool_class_bytes(uint64_t n) {
+    uint64_t sz;
+    (void)class_index(n, &sz);
+    return sz;
+}
+
 ss_status ss_hostpool_new(ss_device_t *dev, uint64_t cap_bytes, ss_hostpool_t **out) {
     SS_CHECK_ARG(!dev || !out, "ss_hostpool_new: NULL %s", !dev ? "device" : "out");
     ss_hostpool_t *hp = calloc(1, sizeof *hp);

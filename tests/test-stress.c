@@ -12,10 +12,14 @@
  *   STRESS_N=n       configurations (default 8: the short form `make test` runs, a few seconds)
  *   STRESS_SEED=s    the PRNG seed (default 1); configuration k is a function of (s, k) only
  *   STRESS_VERBOSE=1 one line per configuration (always on when STRESS_N > 8)
- *   STRESS_HOST_MEM=1 the host-memory bullet: each run that swapped runs a third time with
- *                    --host-mem between 5 % and 120 % of the host pool peak it reached; that run
- *                    must train bit-identical to none or stop with a clean error (exit 1, a
- *                    message; no crash, no sanitizer report); the outcomes are counted
+ *   STRESS_HOST_MEM=0 turns off the host-memory bullet (on by default, make test included): each
+ *                    run that swapped runs a third time with --host-mem drawn either between 5 %
+ *                    and 120 % of the host pool peak it reached or between 80 % and 120 % of the
+ *                    trainer's host need (host_need_bytes of its log; a sixth of these exactly
+ *                    it). Below the need the run must be refused before step 1 (exit 1, no log
+ *                    line, the message naming the need in bytes); at or above it, it must train
+ *                    bit-identical to none; an error after training has started is a failure.
+ *                    Every swapping run's host pool peak must be at most its host need.
  *   SS_CLI           the smartswap binary (make test sets it; default: ../smartswap next to
  *                    this binary's directory)
  * Prints the figures (configurations by mode, refusals, the budget fractions covered) and
@@ -117,6 +121,12 @@ static int train(const cfg *c, const char *tag, const char *mode, uint64_t budge
              tmpdir, env, cli, c->layers, c->hidden, c->heads, c->kv, c->ffn, moe, seq, c->batch, c->accum,
              c->eval_every, c->steps, c->naive ? "naive" : "flash", c->full_loss ? "full" : "chunked", mode, bud,
              c->gbps, c->gbps, tag, tag, tag);
+    static const char *const exts[] = {"out", "jsonl", "w"};
+    for (int i = 0; i < 3; i++) {   /* a refused run writes no log: never read a stale one */
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s.%s", tmpdir, tag, exts[i]);
+        unlink(path);
+    }
     int rc = system(cmd);
     if (rc == -1 || !WIFEXITED(rc)) return -1;
     return WEXITSTATUS(rc);
@@ -172,6 +182,7 @@ static char *losses(const char *log, int *nlines) {
 typedef struct tally {
     int ok, refused, failed, by_mode[3], low, high, swapped, evicted;
     int cap_runs, cap_ok, cap_before, cap_mid;   /* host-memory cap runs and their outcomes */
+    int cap_by[5][3];                            /* by cap / need quarter (4: >= need): runs, trained, refused */
     double fmin, fmax;
 } tally;
 
@@ -260,43 +271,76 @@ static void one(uint64_t seed, int k, tally *t) {
         if (c.frac > t->fmax) t->fmax = c.frac;
     }
     if (host_mem_runs && !fail && rc2 == 0 && sw && out && strstr(out, "host pool peak ")) {
-        /* the host-memory bullet: a cap from 5 % to 120 % of what the run's pool reached */
+        /* the host-memory bullet: a cap drawn around what the run's pool reached (5 % to 120 %)
+         * or around the trainer's own host need (host_need_bytes: 80 % to 120 %, a sixth of them
+         * exactly it). Below the need: refused before step 1 naming it; at or above: trained
+         * bit-identical to none; never an error after training has started. */
         char num[64];
         const char *hp = strstr(out, "host pool peak ") + 15;
         size_t j = 0;
         for (; *hp && *hp != '|' && j + 1 < sizeof num; hp++) if (*hp != ' ') num[j++] = *hp;
         num[j] = 0;
-        uint64_t hpeak = 0;
-        if (ss_parse_size(num, &hpeak) == SS_OK && hpeak > 0) {
-            double f = 0.05 + 1.15 * unit();
-            host_cap = (uint64_t)((double)hpeak * f);
+        uint64_t hpeak = 0, need = json_u64(blog, "host_need_bytes");
+        const char *hx = tot ? strstr(tot, "host_peak=") : NULL;   /* exact; the summary's is rounded */
+        if (hx) snprintf(num, sizeof num, "%llu", strtoull(hx + 10, NULL, 10));
+        CHECK_MSG(need > 0, "config %d: no host_need_bytes in the log", k);
+        CHECK_MSG(ss_parse_size(num, &hpeak) != SS_OK || hpeak <= need,
+                  "config %d: the host pool reached %llu bytes, above the trainer's host need %llu", k,
+                  (unsigned long long)hpeak, (unsigned long long)need);
+        if (hpeak > need) fail = 1;
+        if (need > 0 && ss_parse_size(num, &hpeak) == SS_OK && hpeak > 0) {
+            double f;
+            int around_need = pick(0, 1);
+            if (around_need) {
+                f = pick(0, 5) == 0 ? 1.0 : 0.8 + 0.4 * unit();
+                host_cap = (uint64_t)((double)need * f);
+                f = (double)host_cap / (double)hpeak;
+            } else {
+                f = 0.05 + 1.15 * unit();
+                host_cap = (uint64_t)((double)hpeak * f);
+            }
             if (host_cap < 1) host_cap = 1;
+            uint64_t cap = host_cap;
             int rc3 = train(&c, "cap", c.mode, budget, 1);
             host_cap = 0;
             char *o3 = slurp("cap", "out", NULL), *l3 = slurp("cap", "jsonl", NULL);
             int n3 = 0;
             char *lc = losses(l3, &n3);
             t->cap_runs++;
+            int b = cap >= need ? 4 : (int)(4.0 * (double)cap / (double)need);
+            t->cap_by[b][0]++;
             const char *outcome;
             if (rc3 == 0) {
                 size_t wa = 0, wc = 0;
                 char *A = slurp("ref", "w", &wa), *C = slurp("cap", "w", &wc);
                 int same = la && lc && !strcmp(la, lc) && A && C && wa == wc && !memcmp(A, C, wa);
-                CHECK_MSG(same, "config %d: %s with --host-mem %.0f %% of its pool peak trained but differs from none", k,
-                          c.mode, 100 * f);
+                CHECK_MSG(same, "config %d: %s with --host-mem %llu (need %llu) trained but differs from none", k,
+                          c.mode, (unsigned long long)cap, (unsigned long long)need);
+                CHECK_MSG(cap >= need, "config %d: --host-mem %llu below the host need %llu was not refused", k,
+                          (unsigned long long)cap, (unsigned long long)need);
                 free(A); free(C);
                 t->cap_ok += same;
+                t->cap_by[b][1] += same;
+                if (!same || cap < need) fail = 1;
                 outcome = same ? "trained, identical" : "trained, DIFFERENT";
             } else {
-                /* a clean error exit (1) with a message; never a crash or a sanitizer report */
-                CHECK_MSG(rc3 == 1 && o3 && strstr(o3, "error:") && !strstr(o3, "Sanitizer"),
-                          "config %d: --host-mem run ended with status %d: %.400s", k, rc3, o3 ? o3 : "");
-                if (n3 == 0 && !(o3 && strstr(o3, "step 1:"))) { t->cap_before++; outcome = "error before step 1"; }
+                /* below the need: exit 1 before step 1, the message naming the need in bytes */
+                char want[64];
+                snprintf(want, sizeof want, "(%llu bytes", (unsigned long long)need);
+                int before = n3 == 0 && o3 && !strstr(o3, "step 1:") && strstr(o3, "--host-mem") && strstr(o3, want);
+                CHECK_MSG(rc3 == 1 && before && !strstr(o3, "Sanitizer"),
+                          "config %d: --host-mem %llu (need %llu) ended with status %d after %d log lines: %.400s", k,
+                          (unsigned long long)cap, (unsigned long long)need, rc3, n3, o3 ? o3 : "");
+                CHECK_MSG(cap < need, "config %d: --host-mem %llu at or above the host need %llu failed: %.400s", k,
+                          (unsigned long long)cap, (unsigned long long)need, o3 ? o3 : "");
+                if (before) { t->cap_before++; t->cap_by[b][2]++; outcome = "refused before step 1 naming the need"; }
                 else { t->cap_mid++; outcome = "error after training started"; }
+                if (!before || rc3 != 1 || cap >= need) fail = 1;
             }
-            if (verbose)
-                fprintf(stderr, "      host-mem %llu (%.0f %% of the pool peak %llu): %s\n", (unsigned long long)((double)hpeak * f),
-                        100 * f, (unsigned long long)hpeak, outcome);
+            if (verbose || fail)
+                fprintf(stderr, "      host-mem %llu (%.0f %% of the pool peak %llu, %.0f %% of the need %llu): %s\n",
+                        (unsigned long long)cap, 100 * f, (unsigned long long)hpeak, 100.0 * (double)cap / (double)need,
+                        (unsigned long long)need, outcome);
             free(o3); free(l3); free(lc);
         }
     }
@@ -325,7 +369,7 @@ int main(int argc, char **argv) {
     if (access(cli, X_OK) != 0) return test_summary();
     int n = getenv("STRESS_N") ? atoi(getenv("STRESS_N")) : 8;
     uint64_t seed = getenv("STRESS_SEED") ? strtoull(getenv("STRESS_SEED"), NULL, 10) : 1;
-    host_mem_runs = getenv("STRESS_HOST_MEM") && atoi(getenv("STRESS_HOST_MEM"));
+    host_mem_runs = !getenv("STRESS_HOST_MEM") || atoi(getenv("STRESS_HOST_MEM"));   /* on unless 0 */
     verbose = n > 8 || (getenv("STRESS_VERBOSE") && atoi(getenv("STRESS_VERBOSE")));
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ss-stress-XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
@@ -343,9 +387,15 @@ int main(int argc, char **argv) {
             n, (unsigned long long)seed, s, t.ok, t.by_mode[0], t.by_mode[1], t.by_mode[2], t.low, t.high, t.swapped, t.evicted, t.refused,
             t.failed);
     if (host_mem_runs)
-        fprintf(stderr, "host-mem: %d capped runs (5 %% to 120 %% of the pool peak): %d trained identical to none, "
-                "%d stopped with an error before step 1, %d with an error after training had started\n",
+        fprintf(stderr, "host-mem: %d capped runs (half 5 %% to 120 %% of the pool peak, half 80 %% to 120 %% of host_need_bytes): "
+                "%d trained identical to none, %d refused before step 1 naming the need, %d with an error after "
+                "training had started\n",
                 t.cap_runs, t.cap_ok, t.cap_before, t.cap_mid);
+    if (host_mem_runs && t.cap_runs)
+        for (int b = 0; b < 5; b++)
+            fprintf(stderr, "  cap %s of the host need: %3d runs, %3d trained identical, %3d refused before step 1\n",
+                    b == 0 ? "   0- 25 %" : b == 1 ? "  25- 50 %" : b == 2 ? "  50- 75 %" : b == 3 ? "  75-100 %" : "at least  ",
+                    t.cap_by[b][0], t.cap_by[b][1], t.cap_by[b][2]);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

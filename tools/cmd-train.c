@@ -355,6 +355,15 @@ int cmd_train(int argc, char **argv) {
                   "%s", refusal);
         return 1;
     }
+    /* a pinned-host cap below what swapping may hold: refused here, never a host-pool error
+     * after training has started (docs/trainer.md, "Host memory") */
+    if (swapping && gpt_host_mem_refuse(&mb, opts.host_mem_bytes, refusal, sizeof refusal)) {
+        char hint[128];
+        snprintf(hint, sizeof hint, "raise --host-mem to at least %llu (or give no cap), or use --mode recompute",
+                 (unsigned long long)mb.host_bytes);
+        cli_error(CMD, hint, "%s", refusal);
+        return 1;
+    }
     /* data */
     gpt_data data;
     if (fl.data ? gpt_data_load_file(&data, fl.data, err, sizeof err) : gpt_data_load_default(&data, err, sizeof err)) {
@@ -510,6 +519,10 @@ int cmd_train(int argc, char **argv) {
            (unsigned long long)mb.min_budget_bytes, gpt_fmt_bytes(mb.state_bytes, b, sizeof b),
            gpt_fmt_bytes(mb.work_bytes, d, sizeof d), mb.op, mb.backward ? ", backward" : "", mb.seq,
            c->moe_experts ? ", every token routed to one expert" : "");
+    if (swapping)
+        printf("  host need %s (%llu bytes): the most pinned host memory swapping can hold (every saved tensor's "
+               "host copy at once); a --host-mem cap below it is refused\n", gpt_fmt_bytes(mb.host_bytes, a, sizeof a),
+               (unsigned long long)mb.host_bytes);
     if (fl.plan_in) printf("  plans    %u loaded from %s\n", plans_loaded, fl.plan_in);
     printf("  data     %s, %zu bytes\n", data.source, data.n);
     printf("  kernels  %s, %d thread%s\n", gpt_kernels_describe(), threads, threads == 1 ? "" : "s");
@@ -594,7 +607,8 @@ int cmd_train(int argc, char **argv) {
                              "\"stall_ms\": %.3f, \"misses\": %u, \"stage\": \"%s\", "
                              "\"mode\": \"%s\", \"ops\": %llu, \"saved_bytes\": %llu, \"experts_run\": %llu, "
                              "\"experts_idle\": %llu, \"op_hash\": \"%016llx\", \"ss_seq_hash\": \"%016llx\", "
-                             "\"ss_plan_event\": %d, \"state_bytes\": %llu, \"min_budget_bytes\": %llu}\n",
+                             "\"ss_plan_event\": %d, \"state_bytes\": %llu, \"min_budget_bytes\": %llu, "
+                             "\"host_need_bytes\": %llu}\n",
                         s + 1, ev ? "eval" : "train", iter - 1, loss, loss, ms, (unsigned long long)m.stats.tokens, tps,
                         (unsigned long long)m.stats.micro, (unsigned long long)peak,
                         (unsigned long long)m.stats.act_peak_bytes, (unsigned long long)er.swapped_out_bytes,
@@ -604,7 +618,8 @@ int cmd_train(int argc, char **argv) {
                         (unsigned long long)m.stats.experts_run, (unsigned long long)m.stats.experts_idle,
                         (unsigned long long)(swapping ? sw.op_hash : prof.keep.op_hash),
                         (unsigned long long)lastrep->seq_hash, (int)lastrep->plan_event,
-                        (unsigned long long)state, (unsigned long long)mb.min_budget_bytes);
+                        (unsigned long long)state, (unsigned long long)mb.min_budget_bytes,
+                        (unsigned long long)mb.host_bytes);
                 fflush(log);
             }
             if (bar) progress((int)done, (int)total, gpt_now_s() - t_start);
@@ -674,13 +689,13 @@ int cmd_train(int argc, char **argv) {
             /* machine-readable totals for scripts (make demo) */
             printf("totals: mode=%s budget=%llu peak=%llu swapped_out=%llu swapped_in=%llu evictions=%u stalls=%u "
                    "stall_ms=%.3f misses=%u plans_cached=%llu plans_made=%llu cache_hits=%llu mid_switches=%llu "
-                   "tok_per_s=%.1f d2h_gbps=%.6g\n", gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)fl.budget,
+                   "tok_per_s=%.1f d2h_gbps=%.6g host_peak=%llu\n", gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)fl.budget,
                    (unsigned long long)peak_max, (unsigned long long)tot.swapped_out_bytes,
                    (unsigned long long)tot.swapped_in_bytes, tot.evictions, tot.stalls, tot.stall_s * 1e3, tot.misses,
                    (unsigned long long)cs.cache_entries, (unsigned long long)cs.plans_made,
                    (unsigned long long)cs.cache_hits, (unsigned long long)cs.mid_switches,
                    t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0,
-                   opts.sim_d2h_gbps);
+                   opts.sim_d2h_gbps, (unsigned long long)tot.host_peak_bytes);
         } else {
             printf("totals: mode=%s budget=%llu peak=%llu swapped_out=0 swapped_in=0 evictions=0 stalls=0 stall_ms=0 "
                    "misses=0 plans_cached=%llu plans_made=%llu cache_hits=%llu mid_switches=%llu tok_per_s=%.1f "
