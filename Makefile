@@ -173,8 +173,8 @@ $(BUILD)/gpt/kernels-cuda.o: gpt/kernels-cuda.cu gpt/kernels-cuda.h | $(BUILD)/g
 	$(NVCC) $(NVCCFLAGS) -Igpt -c $< -o $@
 # `make lib` compiles it too, so CI's WERROR=1 lib step checks the .cu
 lib: $(BUILD)/gpt/kernels-cuda.o
-$(BUILD)/tests/test-gpt-cuda.o: private XCFLAGS += -DSS_GPT_CUDA=1
-$(BUILD)/tests/test-gpt-cuda: private LDLIBS += -lcublas -lstdc++
+$(BUILD)/tests/test-gpt-cuda.o $(BUILD)/tests/test-device-cuda.o: private XCFLAGS += -DSS_GPT_CUDA=1 -I$(CUDA_HOME)/include
+$(BUILD)/tests/test-gpt-cuda $(BUILD)/tests/test-device-cuda: private LDLIBS += -lcublas -lstdc++
 endif
 endif
 # --- [issue 17] end

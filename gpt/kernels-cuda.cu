@@ -1034,3 +1034,30 @@ extern "C" void kc_adamw(float *p, float *m, float *v, const float *g, size_t n,
     float step = lr / bc1;
     LAUNCH_1D(adamw_k, n, "adamw", p, m, v, g, n, b1, b2, eps, wd != 0.0f, decay, bc2s, step);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* a spin kernel (the overlap tests of tests/test-device-cuda.c)                                */
+
+__device__ static unsigned long long kc_now_ns(void) {
+#if defined(__CUDA_ARCH__)
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));   /* nanoseconds, the GPU's wall clock */
+    return t;
+#elif defined(CUDA_EMU_CLOCK_NS)
+    return CUDA_EMU_CLOCK_NS();
+#else
+    return ~0ull;   /* nvcc's host pass: never executed */
+#endif
+}
+
+__global__ static void spin_k(unsigned long long ns) {
+    unsigned long long t0 = kc_now_ns();
+    while (kc_now_ns() - t0 < ns) {
+    }
+}
+
+extern "C" void kc_spin(double seconds) {
+    unsigned long long ns = seconds > 0 ? (unsigned long long)(seconds * 1e9) : 0;
+    spin_k<<<1, 1, 0, kc.stream>>>(ns);
+    KC_LAUNCHED("spin");
+}

@@ -50,6 +50,10 @@ void gpt_cuda_free(void *p);
 int gpt_cuda_upload(void *dst_dev, const void *src_host, size_t bytes);     /* synchronous */
 int gpt_cuda_download(void *dst_host, const void *src_dev, size_t bytes);   /* synchronous */
 
+/* One thread that keeps the GPU busy for `seconds` (by the GPU's global timer) on the current
+ * stream: the overlap tests' compute (tests/test-device-cuda.c). */
+void kc_spin(double seconds);
+
 /* --- the operators: shapes and meaning exactly as the k_ kernels of kernels.h ------------- */
 
 void kc_matmul_fwd(float *out, const float *inp, const float *w, int M, int K, int N);

@@ -1,8 +1,9 @@
 /* device-cuda.c: the "cuda" / "cuda:N" device backend, plain C11 against the CUDA runtime C API
  * (cuda_runtime_api.h, -lcudart). Device memory is cudaMalloc, host memory cudaHostAlloc
  * (pinned), streams are non-blocking cudaStreams (or a caller's cudaStream_t), events are
- * cudaEvents with timing. Simulated compute needs a kernel, so compute_async is absent
- * (SS_ERR_UNSUPPORTED). Built only when the Makefile finds the toolkit (SS_USE_CUDA).
+ * cudaEvents with timing. compute_async launches a one-thread kernel that spins on the GPU's
+ * global timer, from PTX text the driver compiles at the first call (cuModuleLoadData /
+ * cuLaunchKernel). Built only when the Makefile finds the toolkit (SS_USE_CUDA).
  *
  * Virtual memory (the vm_* slots, docs/cuda.md "Virtual memory"): the driver's cuMemAddressReserve
  * / cuMemCreate / cuMemMap / cuMemSetAccess / cuMemUnmap / cuMemRelease, reached through
@@ -31,6 +32,11 @@ typedef struct cu_drv {
     PFN_cuMemMap_v10020 map;
     PFN_cuMemUnmap_v10020 unmap;
     PFN_cuMemSetAccess_v10020 set_access;
+    /* compute_async: a spin kernel from PTX text (cu_spin_ptx), JIT-compiled by the driver */
+    PFN_cuModuleLoadData_v2000 module_load;
+    PFN_cuModuleUnload_v2000 module_unload;
+    PFN_cuModuleGetFunction_v2000 get_function;
+    PFN_cuLaunchKernel_v4000 launch;
 } cu_drv;
 
 /* A copy that may still run while reservations exist: its ranges and the event after it. */
@@ -47,6 +53,9 @@ typedef struct cu_dev {
     double t_open;
     cu_drv drv;
     size_t granule;             /* 0: no virtual memory (plain segments) */
+    int spin_state;             /* compute_async: 0 not loaded yet, 1 loaded, -1 unavailable */
+    CUmodule spin_mod;
+    CUfunction spin_fn;
     pthread_mutex_t mu;         /* the fields below */
     size_t nres;                /* live reservations: copies are tracked while > 0 */
     ssi_ptr_table handles;      /* mapped va -> CUmemGenericAllocationHandle */
@@ -60,6 +69,8 @@ typedef struct cu_stream {
     cudaStream_t s;
     int owned;                  /* created here (destroyed by stream_free) */
 } cu_stream;
+
+static void *cu_sym(const char *name);
 
 /* Logs a CUDA failure and maps it to a status. */
 static ss_status cu_fail(cudaError_t e, const char *what) {
@@ -87,6 +98,7 @@ static void cu_close(void *ctx) {
     for (size_t j = 0; j < d->nspare; j++) cudaEventDestroy(d->spare[j]);
     free(d->flight);
     free(d->spare);
+    if (d->spin_state == 1) d->drv.module_unload(d->spin_mod);
     ssi_ptr_free(&d->handles);
     pthread_mutex_destroy(&d->mu);
     free(d);
@@ -431,11 +443,8 @@ static int cu_vm_probe(cu_dev *d, char *why, size_t len) {
         {"cuMemSetAccess", offsetof(cu_drv, set_access)},
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void *fn = NULL;
-        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-        cudaError_t e = cudaGetDriverEntryPointByVersion(syms[i].sym, &fn, 12000,
-                                                         cudaEnableDefault, &q);
-        if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
+        void *fn = cu_sym(syms[i].sym);
+        if (!fn) {
             ssi_fmt(why, len, "the driver has no %s", syms[i].sym);
             return -1;
         }
@@ -468,6 +477,71 @@ static int cu_vm_probe(cu_dev *d, char *why, size_t len) {
     return 0;
 }
 
+/* ---- compute_async: a one-thread kernel that spins on the GPU's global timer -------------- */
+
+/* The kernel as PTX (ISA 7.0, any GPU from sm_52): loops until %globaltimer (nanoseconds) has
+ * advanced by the parameter. Checked with `ptxas -arch=sm_90` (docs/cuda.md). */
+static const char cu_spin_ptx[] =
+    ".version 7.0\n"
+    ".target sm_52\n"
+    ".address_size 64\n"
+    ".visible .entry ss_spin(.param .u64 ss_spin_ns)\n"
+    "{\n"
+    "\t.reg .pred %p;\n"
+    "\t.reg .b64 %rd<5>;\n"
+    "\tld.param.u64 %rd1, [ss_spin_ns];\n"
+    "\tmov.u64 %rd2, %globaltimer;\n"
+    "$L_spin:\n"
+    "\tmov.u64 %rd3, %globaltimer;\n"
+    "\tsub.s64 %rd4, %rd3, %rd2;\n"
+    "\tsetp.lt.u64 %p, %rd4, %rd1;\n"
+    "\t@%p bra $L_spin;\n"
+    "\tret;\n"
+    "}\n";
+
+/* Loads the module once (caller holds mu); -1 when the driver cannot (logged once). */
+static int cu_spin_load(cu_dev *d) {
+    if (d->spin_state) return d->spin_state;
+    d->spin_state = -1;
+    if (!d->drv.module_load || !d->drv.get_function || !d->drv.launch) {
+        SS_WARN("cuda:%d: the driver has no cuModuleLoadData / cuLaunchKernel: no compute_async", d->ordinal);
+        return -1;
+    }
+    CUresult r = d->drv.module_load(&d->spin_mod, cu_spin_ptx);
+    if (r == CUDA_SUCCESS) {
+        r = d->drv.get_function(&d->spin_fn, d->spin_mod, "ss_spin");
+        if (r != CUDA_SUCCESS) d->drv.module_unload(d->spin_mod);
+    }
+    if (r != CUDA_SUCCESS) {
+        cu_drv_fail(d, r, "loading the spin kernel (compute_async)");
+        return -1;
+    }
+    d->spin_state = 1;
+    return 1;
+}
+
+static ss_status cu_compute_async(void *ctx, void *sp, double seconds) {
+    cu_dev *d = ctx;
+    ss_status st = cu_use(d);
+    if (st != SS_OK) return st;
+    pthread_mutex_lock(&d->mu);
+    int ok = cu_spin_load(d);
+    pthread_mutex_unlock(&d->mu);
+    if (ok != 1) return SS_ERR_UNSUPPORTED;
+    unsigned long long ns = (unsigned long long)(seconds * 1e9);
+    void *params[] = {&ns};
+    CUresult r = d->drv.launch(d->spin_fn, 1, 1, 1, 1, 1, 1, 0, (CUstream)((cu_stream *)sp)->s, params, NULL);
+    return r == CUDA_SUCCESS ? SS_OK : cu_drv_fail(d, r, "cuLaunchKernel (spin)");
+}
+
+/* Looks one driver entry point up (NULL when the driver lacks it). */
+static void *cu_sym(const char *name) {
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q);
+    return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? fn : NULL;
+}
+
 static const struct ss_device_i cu_iface = {
     .close = cu_close,
     .mem_info = cu_mem_info,
@@ -482,7 +556,7 @@ static const struct ss_device_i cu_iface = {
     .stream_free = cu_stream_free,
     .stream_sync = cu_stream_sync,
     .copy_async = cu_copy_async,
-    .compute_async = NULL,        /* needs a spin kernel (nvcc): SS_ERR_UNSUPPORTED */
+    .compute_async = cu_compute_async,
     .event_new = cu_event_new,
     .event_free = cu_event_free,
     .event_record = cu_event_record,
@@ -548,6 +622,9 @@ static ss_status cu_open(const char *name, const ss_options *o, ssi_device_backe
         pthread_mutex_init(&d->mu, NULL);
         e = cudaEventCreateWithFlags(&d->origin, cudaEventDefault);
         if (e == cudaSuccess) {
+            /* the host clock's origin is taken just before the event's: device times (from
+             * the event) and ss_device_now (from t_open) then differ by the record's latency */
+            d->t_open = ssi_now();
             e = cudaEventRecord(d->origin, cudaStreamLegacy);
             if (e == cudaSuccess) e = cudaEventSynchronize(d->origin);
             if (e != cudaSuccess) cudaEventDestroy(d->origin);
@@ -558,7 +635,11 @@ static ss_status cu_open(const char *name, const ss_options *o, ssi_device_backe
         ssi_fmt(err, err_len, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
         return SS_ERR_DEVICE;
     }
-    d->t_open = ssi_now();
+    void *f;
+    if ((f = cu_sym("cuModuleLoadData"))) memcpy(&d->drv.module_load, &f, sizeof f);
+    if ((f = cu_sym("cuModuleUnload"))) memcpy(&d->drv.module_unload, &f, sizeof f);
+    if ((f = cu_sym("cuModuleGetFunction"))) memcpy(&d->drv.get_function, &f, sizeof f);
+    if ((f = cu_sym("cuLaunchKernel"))) memcpy(&d->drv.launch, &f, sizeof f);
     char why[160];
     if (cu_vm_probe(d, why, sizeof why) != 0) {
         d->granule = 0;

@@ -28,6 +28,12 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }
 static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) { strcpy(p->name, "cuda-emu (CPU fibers)"); return 0; }
+#include <time.h>
+static inline unsigned long long emu_clock_ns(void) {
+    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+#define CUDA_EMU_CLOCK_NS emu_clock_ns
 #define __global__
 #define __device__
 #define __shared__ static

@@ -16,7 +16,10 @@
  *     size, cuMemMap maps it MAP_FIXED (read-write after cuMemSetAccess: mapped PROT_NONE until
  *     then, so a missing cuMemSetAccess faults), cuMemUnmap maps PROT_NONE over it again;
  *     granularity FAKE_CUDA_GRANULE (default 65536); FAKE_CUDA_NO_VMM=1 makes cuMemCreate fail
- *     (the device must then keep plain segments); FAKE_CUDA_DEVICES=0 is a machine without GPU.
+ *     (the device must then keep plain segments); FAKE_CUDA_DEVICES=0 is a machine without GPU;
+ *   - the device's spin kernel (compute_async): cuModuleLoadData accepts PTX text with an entry
+ *     ss_spin reading %globaltimer; cuLaunchKernel of it (one thread) occupies the stream for the
+ *     nanoseconds of its parameter.
  *
  * What it cannot show: kernels, real copy engines and timing, the driver's own checks beyond
  * the ones below. Calls outside this list are not provided (the link of a program that needs
@@ -244,7 +247,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 
 /* ---- streams: a worker thread and a queue each -------------------------------------------- */
 
-enum { OP_COPY, OP_RECORD, OP_WAIT };
+enum { OP_COPY, OP_RECORD, OP_WAIT, OP_SPIN };
 typedef struct fop {
     int kind;
     void *dst;
@@ -252,6 +255,7 @@ typedef struct fop {
     size_t n;
     fev *ev;
     uint64_t gen;
+    double t_enq;           /* when it was enqueued */
     struct fop *next;
 } fop;
 
@@ -260,6 +264,7 @@ typedef struct fstream {
     pthread_cond_t cv;      /* work queued, or the queue drained */
     fop *head, *tail;
     int busy, quit;
+    double t_end;           /* when the last op finished (the worker's) */
     pthread_t th;
 } fstream;
 
@@ -279,9 +284,15 @@ static void *worker(void *arg) {
             double secs = (double)op->n / (g_gbps * 1e9);
             struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
             nanosleep(&ts, NULL);
+        } else if (op->kind == OP_SPIN) {   /* the spin kernel: busy for n nanoseconds */
+            struct timespec ts = {(time_t)(op->n / 1000000000u), (long)(op->n % 1000000000u)};
+            nanosleep(&ts, NULL);
         } else if (op->kind == OP_RECORD) {
+            /* a GPU completes a record on an idle stream when it is submitted: the time is the
+             * later of the enqueue and the previous op's end, not the worker's wake-up */
+            double t = op->t_enq > s->t_end ? op->t_enq : s->t_end;
             pthread_mutex_lock(&op->ev->mu);
-            if (op->gen > op->ev->completed) { op->ev->completed = op->gen; op->ev->t = now_s(); }
+            if (op->gen > op->ev->completed) { op->ev->completed = op->gen; op->ev->t = t; }
             pthread_cond_broadcast(&op->ev->cv);
             pthread_mutex_unlock(&op->ev->mu);
         } else {
@@ -289,6 +300,7 @@ static void *worker(void *arg) {
             while (op->ev->completed < op->gen) pthread_cond_wait(&op->ev->cv, &op->ev->mu);
             pthread_mutex_unlock(&op->ev->mu);
         }
+        if (op->kind != OP_RECORD) s->t_end = now_s();
         pthread_mutex_lock(&s->mu);
         s->head = op->next;
         if (!s->head) s->tail = NULL;
@@ -317,6 +329,8 @@ static fstream *stream_make(void) {
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static fstream *g_default;
 static void default_make(void) { g_default = stream_make(); }
+/* the default stream exists from the start, as a GPU's does (no thread start at first use) */
+__attribute__((constructor)) static void default_early(void) { pthread_once(&g_once, default_make); }
 
 static fstream *S(cudaStream_t st) {
     if (st == NULL || st == cudaStreamLegacy || st == cudaStreamPerThread) {
@@ -330,6 +344,7 @@ static cudaError_t enqueue(fstream *s, fop o) {
     fop *op = malloc(sizeof *op);
     if (!op) return fail(cudaErrorMemoryAllocation);
     *op = o;
+    op->t_enq = now_s();
     op->next = NULL;
     pthread_mutex_lock(&s->mu);
     if (s->tail) s->tail->next = op; else s->head = op;
@@ -506,6 +521,30 @@ static CUresult f_unmap(CUdeviceptr p, size_t n) {
     return CUDA_SUCCESS;
 }
 
+/* modules: only the device's spin kernel (PTX text naming ss_spin and %globaltimer) */
+static int g_module;
+static CUresult f_module_load(CUmodule *m, const void *image) {
+    const char *ptx = image;
+    if (!strstr(ptx, ".entry ss_spin") || !strstr(ptx, "%globaltimer")) return CUDA_ERROR_INVALID_IMAGE;
+    *m = (CUmodule)&g_module;
+    return CUDA_SUCCESS;
+}
+static CUresult f_module_unload(CUmodule m) { return m == (CUmodule)&g_module ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
+static CUresult f_get_function(CUfunction *f, CUmodule m, const char *name) {
+    if (m != (CUmodule)&g_module || strcmp(name, "ss_spin")) return CUDA_ERROR_NOT_FOUND;
+    *f = (CUfunction)&g_module;
+    return CUDA_SUCCESS;
+}
+static CUresult f_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                         unsigned bz, unsigned shm, CUstream st, void **params, void **extra) {
+    if (f != (CUfunction)&g_module || gx * gy * gz * bx * by * bz != 1 || shm || extra || !params)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long ns;
+    memcpy(&ns, params[0], sizeof ns);
+    return enqueue(S((cudaStream_t)st), (fop){.kind = OP_SPIN, .n = (size_t)ns}) == cudaSuccess
+               ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 cudaError_t cudaGetDriverEntryPointByVersion(const char *sym, void **fn, unsigned int ver,
                                              unsigned long long flags,
                                              enum cudaDriverEntryPointQueryResult *q) {
@@ -522,6 +561,10 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *sym, void **fn, unsigne
         {"cuMemMap", (void *)f_map},
         {"cuMemUnmap", (void *)f_unmap},
         {"cuMemSetAccess", (void *)f_set_access},
+        {"cuModuleLoadData", (void *)f_module_load},
+        {"cuModuleUnload", (void *)f_module_unload},
+        {"cuModuleGetFunction", (void *)f_get_function},
+        {"cuLaunchKernel", (void *)f_launch},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(tab[i].name, sym)) {
