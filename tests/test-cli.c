@@ -307,6 +307,15 @@ static void t_train(void) {
     CHECK(run(args, &o) != 0);
     CHECK(has(o, "--device cuda"));
     free(o);
+    /* --dtype: fp32 is the default; bf16 is refused clearly (no CUDA trainer yet); unknown ones too */
+    snprintf(args, sizeof args, "%s --dtype bf16", m);
+    CHECK_EQ_INT(run(args, &o), 2);
+    CHECK_MSG(has(o, "--dtype bf16") && has(o, "fp32"), "%s", o);
+    free(o);
+    snprintf(args, sizeof args, "%s --dtype fp8", m);
+    CHECK_EQ_INT(run(args, &o), 2);
+    CHECK_MSG(has(o, "fp8") && has(o, "bf16"), "%s", o);
+    free(o);
     snprintf(args, sizeof args, "%s --mode sideways", m);
     CHECK(run(args, &o) != 0);
     CHECK(has(o, "sideways"));

@@ -63,6 +63,8 @@ static void usage(FILE *f) {
             "                    project's sources)\n"
             "memory:\n"
             "  --device NAME     cpu-sim (default); cuda arrives with the CUDA kernels\n"
+            "  --dtype T         fp32 (default; the only type the CPU kernels compute in); bf16 is\n"
+            "                    refused with an error until the CUDA trainer exists\n"
             "  --budget SIZE     device bytes for everything the trainer uses: weights, gradients, AdamW\n"
             "                    moments, activations (default: the device's capacity)\n"
             "  --mode MODE       none | recompute | smartswap | offload-all (default none)\n"
@@ -112,6 +114,7 @@ typedef struct flags {
     int         seq_min;
     double      lr;
     const char *data, *device, *log, *save, *plan_in, *plan_out, *timeline;
+    const char *dtype;     /* "fp32" (the only one the CPU kernels compute in) or "bf16" */
     uint64_t    budget, min_swap, host_mem;
     int         mode, quiet, min_swap_set, host_mem_set, budget_given;
     double      ratio_scale, d2h_gbps, h2d_gbps, headroom;
@@ -147,6 +150,7 @@ static int parse(int argc, char **argv, flags *fl) {
     *c = gpt_config_default();
     fl->steps = 20; fl->seed = 1; fl->threads = 0; fl->lr = 3e-3; fl->accum = 1; fl->eval_every = 0;
     fl->seq_min = 0;
+    fl->dtype = "fp32";
     fl->data = NULL; fl->device = "cpu-sim"; fl->log = NULL; fl->save = NULL;
     fl->plan_in = NULL; fl->plan_out = NULL; fl->timeline = NULL;
     fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0;
@@ -263,6 +267,13 @@ static int parse(int argc, char **argv, flags *fl) {
         } else if ((r = cli_flag(argc, argv, &i, "device", &v))) {
             if (r < 0) return 2;
             fl->device = v;
+        } else if ((r = cli_flag(argc, argv, &i, "dtype", &v))) {
+            if (r < 0) return 2;
+            if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
+                cli_error(CMD, "the types are fp32 (default), bf16", "--dtype: unknown value '%s'", v);
+                return 2;
+            }
+            fl->dtype = v;
         } else if ((r = cli_flag(argc, argv, &i, "log", &v))) {
             if (r < 0) return 2;
             fl->log = v;
@@ -304,6 +315,12 @@ int cmd_train(int argc, char **argv) {
             snprintf(why, sizeof why, "%.*s", (int)strcspn(nogpu + 6, ")"), nogpu + 6);
         cli_error(CMD, NULL, "--device %s: CUDA: %s", fl.device, why);
         return 1;
+    }
+    if (strcmp(fl.dtype, "fp32")) {   /* bf16: the CUDA path's option (issue 17 item 5) */
+        cli_error(CMD, "use --dtype fp32 (the default)", "--dtype %s: the trainer's CPU kernels compute in "
+                  "fp32 only; bf16 activations are planned for the CUDA trainer, which does not exist yet",
+                  fl.dtype);
+        return 2;
     }
     if (strcmp(fl.device, "cpu-sim")) {
         cli_error(CMD, "the trainer runs on --device cpu-sim", "--device: unknown device '%s'", fl.device);
