@@ -538,7 +538,11 @@ static ss_status cu_compute_async(void *ctx, void *sp, double seconds) {
 static void *cu_sym(const char *name) {
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
     cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q);
+#else   /* toolkits 12.0 - 12.4: the call without a version (removed in 13) */
+    cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q);
+#endif
     return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? fn : NULL;
 }
 
