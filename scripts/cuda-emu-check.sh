@@ -29,8 +29,8 @@ case " $parts " in *" device "*)
         printf '%s\n' "$out" | grep -q '^skip.*no GPU' && { echo "cuda-emu: $name did not open the fake cuda device"; exit 1; }
         return 0
     }
-    run "test-device (conformance on cuda = device-cuda.c + fake-cudart)" "$b/tests/test-device"
-    LD_LIBRARY_PATH="$d" "$b/tests/test-device" 2>&1 | grep -q -- '--- conformance: cuda' || { echo "cuda-emu: no cuda conformance run"; exit 1; }
+    run "test-device (conformance on cuda = device-cuda.c + fake-cudart)" env SMARTSWAP_TEST_BACKEND=cuda "$b/tests/test-device"
+    LD_LIBRARY_PATH="$d" SMARTSWAP_TEST_BACKEND=cuda "$b/tests/test-device" 2>&1 | grep -q '^ok   t_compute' || { echo "cuda-emu: no cuda conformance run"; exit 1; }
     run "test-alloc-device on cuda" env SMARTSWAP_TEST_DEVICE=cuda "$b/tests/test-alloc-device"
     run "test-device-cuda-vm (virtual memory)" env SMARTSWAP_TEST_EXPECT_VM=1 "$b/tests/test-device-cuda-vm"
     run "test-device-cuda-vm (cuMemCreate fails: plain segments)" env FAKE_CUDA_NO_VMM=1 "$b/tests/test-device-cuda-vm"

@@ -368,9 +368,14 @@ static void t_compute(void) {
     CHECK_OK(ss_device_close(dev));
 }
 
+/* SMARTSWAP_TEST_BACKEND=<label> (e.g. cuda): only that backend's conformance run, nothing
+ * cpu-sim specific (scripts/cuda-emu-check.sh on the stand-in runtime). */
+static const char *only;
+
 static void run_conformance(void) {
     for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
         cur = &backends[i];
+        if (only && strcmp(only, cur->label)) continue;
         fprintf(stderr, "--- conformance: %s\n", cur->label);
         RUN(t_caps_and_memory);
         RUN(t_bad_input);
@@ -858,7 +863,10 @@ static void t_calibration(void) {
 
 int main(void) {
     ss_log_set(count_log, NULL, SS_LOG_DEBUG);
+    only = getenv("SMARTSWAP_TEST_BACKEND");
+    if (only && !*only) only = NULL;
     run_conformance();
+    if (only) return test_summary();
     fprintf(stderr, "--- cpu-sim specifics\n");
     RUN(t_sim_capacity);
     RUN(t_sim_guard);
