@@ -385,6 +385,15 @@ typedef struct ss_ctx_stats {
     uint64_t probes;             /* iterations recorded in detail from op 0 in Stable */
     uint64_t bound_hits;         /* times options.max_detailed stopped detailed recording */
     uint64_t iters_cooldown;     /* iterations in which detail was withheld by that bound */
+    /* plans for new sizes of a known structure (docs/api.md, "Sizes"): */
+    uint64_t derived;            /* plans derived from a known structure's profile at new sizes */
+    uint64_t derive_misses;      /* iterations under a derived plan that had to evict (re-planned) */
+    /* Stable light iterations by the plan they ran under: */
+    uint64_t hits_exact;         /* the plan of their own key, made from a detailed profile */
+    uint64_t hits_derived;       /* the plan of their own key, derived (from sizes or a prefix) */
+    uint64_t hits_matched;       /* a plan of another size of their structure (then derived for it) */
+    uint64_t fuzzy_runs;         /* iterations that skipped operators of their plan (an expert with no
+                                    tokens) and ran under it by fuzzy matching, without detail */
 } ss_ctx_stats;
 
 /* Copies the counters. Any thread. */

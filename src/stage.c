@@ -29,6 +29,7 @@
  * the context's lock held, except the checkpoint cursor (driving thread only).
  */
 #include "api.h"
+#include "derive.h"
 
 #include <stdio.h>
 
@@ -100,6 +101,9 @@ void ssi_stage_free(ss_ctx_t *ctx) {
     s->cache = NULL;
     ssi_profile_free(s->rec);
     s->rec = NULL;
+    free(s->obs);
+    s->obs = NULL;
+    s->cap_obs = s->nobs = 0;
 }
 
 const ss_plan *ssi_stage_plan(const ss_ctx_t *ctx) {
@@ -190,6 +194,7 @@ static ss_status cache_plan(ss_ctx_t *ctx, ss_profile *prof, int slot) {
     e->sig = prof->size_sig;
     e->nops = prof->nops;
     e->used = 1;
+    e->derived = 0;
     cache_touch(ctx, slot);
     s->cur = slot;
     ctx->stats.cache_entries++;
@@ -268,25 +273,25 @@ static int agrees_so_far(const ss_ctx_t *ctx, const ssi_cache_entry *e, uint32_t
 }
 
 /* A cached plan (not the current one) that agrees with the iteration so far: its operators
- * agree with the first n (agrees_so_far), its first m tensors agree with the current plan's (which the m
- * saves so far matched), and, for a save being checked (hd at operator op), its tensor m
+ * agree with the first n (agrees_so_far), its first m tensors agree with the m saves so far as
+ * observed (producer and size bucket), and, for a save being checked (hd at operator op), its tensor m
  * agrees with it; its next expected save is not before the current operator. The most
  * recently used such plan, or -1. */
 static int find_candidate(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m,
                           const ssi_handle *hd, uint32_t op) {
     ssi_stage *s = &ctx->st;
     if (s->cur < 0 || n == 0) return -1;
-    const ss_profile *cp = s->cache[s->cur].prof;
     int best = -1;
+    if (s->nobs < m) return -1;
     for (uint32_t i = 0; i < s->cap; i++) {
         const ssi_cache_entry *e = &s->cache[i];
         if (!e->used || (int)i == s->cur) continue;
         if (!agrees_so_far(ctx, e, n, h)) continue;
         uint32_t need = m + (hd ? 1 : 0);
-        if (e->prof->ntensors < need || cp->ntensors < m) continue;
+        if (e->prof->ntensors < need) continue;
         int ok = 1;
         for (uint32_t t = 0; ok && t < m; t++) {
-            const ss_prof_tensor *a = &e->prof->tensors[t], *b = &cp->tensors[t];
+            const ss_prof_tensor *a = &e->prof->tensors[t], *b = &s->obs[t];
             ok = a->producer == b->producer && same_size(a->bytes, b->bytes);
         }
         if (ok && hd)
@@ -295,6 +300,68 @@ static int find_candidate(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m,
         if (ok && (best < 0 || e->stamp > s->cache[best].stamp)) best = (int)i;
     }
     return best;
+}
+
+/* At the iteration's first save (nothing scheduled yet, so the executor follows a switch), of
+ * a size no cached plan has: the cached plan of the same structure so far whose first saved
+ * tensor is the smallest at least as large as this one (it swaps for at least these sizes),
+ * else the one with the largest; the current plan counts too. -1 when none but the current. */
+static int find_nearest(ss_ctx_t *ctx, uint32_t n, uint64_t h, const ssi_handle *hd, uint32_t op) {
+    ssi_stage *s = &ctx->st;
+    if (s->cur < 0 || n == 0) return -1;
+    int above = -1, below = -1;
+    for (uint32_t i = 0; i < s->cap; i++) {
+        const ssi_cache_entry *e = &s->cache[i];
+        if (!e->used || !e->prof->ntensors || e->prof->tensors[0].producer != op) continue;
+        if ((int)i != s->cur && !agrees_so_far(ctx, e, n, h)) continue;
+        uint64_t b = e->prof->tensors[0].bytes;
+        if (b >= hd->bytes) {
+            if (above < 0 || b < s->cache[above].prof->tensors[0].bytes) above = (int)i;
+        } else if (below < 0 || b > s->cache[below].prof->tensors[0].bytes) {
+            below = (int)i;
+        }
+    }
+    int best = above >= 0 ? above : below;
+    return best == s->cur ? -1 : best;
+}
+
+/* A cached plan (not the current one) of the iteration's structure so far, sizes aside: its
+ * operators agree with the first n, its first m tensors have the observed producers. The most
+ * recently used, or -1. */
+static int find_structure(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m) {
+    ssi_stage *s = &ctx->st;
+    if (s->cur < 0 || n == 0 || s->nobs < m) return -1;
+    int best = -1;
+    for (uint32_t i = 0; i < s->cap; i++) {
+        const ssi_cache_entry *e = &s->cache[i];
+        if (!e->used || (int)i == s->cur || e->prof->ntensors < m || !agrees_so_far(ctx, e, n, h)) continue;
+        int ok = 1;
+        for (uint32_t t = 0; ok && t < m; t++) ok = e->prof->tensors[t].producer == s->obs[t].producer;
+        if (ok && (best < 0 || e->stamp > s->cache[best].stamp)) best = (int)i;
+    }
+    return best;
+}
+
+/* The iteration's operator i (in the ring) is the current plan's operator at a later index,
+ * within SSI_SKIP_MAX: the iteration skipped operators the plan has (a mixture-of-experts
+ * expert that got no tokens) rather than running other ones. */
+#define SSI_SKIP_MAX 64
+static int skipped_ahead(const ss_ctx_t *ctx, uint32_t i) {
+    const ss_profile *p = ctx->st.cache[ctx->st.cur].prof;
+    const ssi_ring_op *r = &ctx->ring[i & ctx->ring_mask];
+    for (uint32_t j = i + 1; j < p->nops && j <= i + SSI_SKIP_MAX; j++)
+        if (p->ops[j].name == r->id && p->ops[j].site == r->site) return 1;
+    return 0;
+}
+
+/* Runs the rest of the iteration under the current plan without checks or detail: the executor
+ * matches the saves by their features (fuzzy) and evicts if it must. */
+static void run_fuzzy(ss_ctx_t *ctx) {
+    ssi_stage *s = &ctx->st;
+    s->diverged = 1;
+    s->fuzzy = 1;
+    s->from_plan = s->cur;
+    cursor_off(ctx);
 }
 
 static void switch_mid(ss_ctx_t *ctx, int slot, uint32_t n) {
@@ -335,6 +402,8 @@ static ss_status start_partial(ss_ctx_t *ctx, uint32_t n, uint32_t m, uint32_t u
     uint32_t k = n < src->nops ? n : src->nops;
     if (upto > k) upto = k;
     if ((st = ssi_profile_copy_prefix(p, src, k, m, upto))) return st;
+    /* a size divergence before: the prefix's tensors at the sizes the saves had */
+    if (s->size_div && s->nobs >= m && (st = ssi_derive_apply(p, s->obs, m))) return st;
     /* operators replayed from the ring ran untimed: their seconds stay 0 (the planner fills
      * them in); timing resumes with the operator running now */
     s->rec_t = -1;
@@ -368,6 +437,9 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
     s->diverged_at = UINT32_MAX;
     s->mid_switches = 0;
     s->from_plan = -1;
+    s->nobs = 0;
+    s->size_div = 0;
+    s->fuzzy = 0;
     s->stage_now = atomic_load(&s->stage);
     cursor_set(ctx, -1, 0);
     int record = 0;
@@ -408,7 +480,12 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
 }
 
 void ssi_stage_mark_stale(ss_ctx_t *ctx) {
-    if (ctx->st.cur >= 0) ctx->st.stale = 1;
+    ssi_stage *s = &ctx->st;
+    /* under the plan of another size of the structure the iteration gets its own derived plan
+     * at its end: the evictions say nothing about the plan it ran under */
+    if (s->cur < 0 || s->size_div || s->fuzzy) return;
+    if (!s->stale && s->cache[s->cur].derived) ctx->stats.derive_misses++;
+    s->stale = 1;
 }
 
 /* A divergence noticed at operator count n (hash h): at a checkpoint that did not match, or at
@@ -427,6 +504,12 @@ static void diverge_at_op(ss_ctx_t *ctx, uint32_t n, uint64_t h) {
     if (s->diverged_at == UINT32_MAX) s->diverged_at = d0;
     int c = find_candidate(ctx, n, h, ctx->nsaves, NULL, 0);
     if (c >= 0) { switch_mid(ctx, c, n); return; }
+    if ((c = find_structure(ctx, n, h, ctx->nsaves)) >= 0) {   /* that structure, other sizes */
+        switch_mid(ctx, c, n);
+        s->size_div = 1;
+        return;
+    }
+    if (d0 < n && skipped_ahead(ctx, d0)) { run_fuzzy(ctx); return; }
     s->diverged = 1;
     s->diverged_at = d0;
     s->from_plan = s->cur;
@@ -468,17 +551,52 @@ ss_status ssi_stage_save(ss_ctx_t *ctx, uint32_t ord, uint32_t op, const ssi_han
         if (st) abandon_recording(ctx, st);
         return SS_OK;
     }
-    if (s->stage_now != SS_STAGE_STABLE || s->cur < 0 || s->diverged) return SS_OK;
+    if (s->stage_now != SS_STAGE_STABLE) return SS_OK;
+    if (ord == s->nobs) {   /* the save as seen, for a derived profile or a candidate's check */
+        /* out of memory: nobs stops short of the saves, so nothing is derived */
+        if (!ssi_grow(&s->obs, &s->cap_obs, (size_t)s->nobs + 1, sizeof *s->obs)) {
+            ss_prof_tensor *o = &s->obs[s->nobs++];
+            memset(o, 0, sizeof *o);
+            o->bytes = hd->bytes;
+            o->dtype = hd->dtype;
+            o->ndim = hd->ndim;
+            memcpy(o->shape, hd->shape, sizeof o->shape);
+            o->producer = op;
+            o->release = SS_NONE;
+            o->flags = SS_TENSOR_SAVED;
+        }
+    }
+    if (s->cur < 0 || s->diverged) return SS_OK;
     const ss_profile *pp = s->cache[s->cur].prof;
-    if (ord < pp->ntensors && pp->tensors[ord].producer == op &&
-        same_size(pp->tensors[ord].bytes, hd->bytes))
+    int same_op = ord < pp->ntensors && pp->tensors[ord].producer == op;
+    if (same_op && (s->size_div || same_size(pp->tensors[ord].bytes, hd->bytes))) return SS_OK;
+    uint32_t n = atomic_load_explicit(&ctx->n, memory_order_relaxed);
+    if (same_op) {
+        /* the structure holds, a size does not: a cached plan of these sizes, else run on under
+         * this one and derive a plan for the sizes at the end (end_light) */
+        count_divergence(ctx);
+        ctx->stats.div_at_save++;
+        if (s->diverged_at == UINT32_MAX) s->diverged_at = op;
+        int c = find_candidate(ctx, n, ctx->h, ord, hd, op);
+        if (c >= 0) { switch_mid(ctx, c, n); return SS_OK; }
+        if (ord == 0 && (c = find_nearest(ctx, n, ctx->h, hd, op)) >= 0) switch_mid(ctx, c, n);
+        s->size_div = 1;
         return SS_OK;
+    }
     count_divergence(ctx);
     ctx->stats.div_at_save++;
     if (s->diverged_at == UINT32_MAX) s->diverged_at = op;
-    uint32_t n = atomic_load_explicit(&ctx->n, memory_order_relaxed);
-    int c = find_candidate(ctx, n, ctx->h, ord, hd, op);
+    int c = s->size_div ? -1 : find_candidate(ctx, n, ctx->h, ord, hd, op);
     if (c >= 0) { switch_mid(ctx, c, n); return SS_OK; }
+    if ((c = find_structure(ctx, n, ctx->h, ord + 1)) >= 0) {   /* that structure, other sizes */
+        switch_mid(ctx, c, n);
+        s->size_div = 1;
+        return SS_OK;
+    }
+    if (ord < pp->ntensors && op < pp->tensors[ord].producer && op < n && skipped_ahead(ctx, op)) {
+        run_fuzzy(ctx);
+        return SS_OK;
+    }
     s->diverged = 1;
     s->div_at_save = 1;
     s->diverged_at = op;
@@ -555,20 +673,28 @@ static int ring_matches_plan(ss_ctx_t *ctx, uint32_t n) {
 static int end_light(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m, uint64_t sig,
                      double secs) {
     ssi_stage *s = &ctx->st;
-    if (s->cur >= 0 && !s->diverged) {
+    if (s->cur >= 0 && !s->diverged && !s->size_div) {
         const ssi_cache_entry *e = &s->cache[s->cur];
         if (n == e->nops && h == e->hash && m == e->prof->ntensors) {
             cache_touch(ctx, s->cur);
             bound_reset(ctx);
+            if (e->derived) ctx->stats.hits_derived++;
+            else ctx->stats.hits_exact++;
             return s->mid_switches ? SS_PLAN_HIT : SS_PLAN_SAME;
         }
     }
-    if (!s->diverged) {
+    /* it ran under another size's plan, or skipped some of its plan's operators: the evictions
+     * do not make that plan stale (ssi_stage_mark_stale) */
+    if (s->size_div || s->fuzzy) s->stale = 0;
+    if (!s->diverged && !s->size_div) {
         count_divergence(ctx);
         ctx->stats.div_at_end++;
         s->diverged_at = n;
     }
     int hit = cache_find(ctx, h, sig, n);
+    if (hit >= 0 && s->size_div && !s->diverged) {
+        ctx->stats.hits_matched++;
+    }
     if (hit >= 0) {
         ctx->stats.cache_hits++;
         if (hit != s->cur) ctx->stats.plan_switches++;
@@ -578,7 +704,23 @@ static int end_light(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m, uint64_t
         return SS_PLAN_HIT;
     }
     ctx->stats.cache_misses++;
-    if (s->cur >= 0 && !s->diverged && m <= s->cache[s->cur].prof->ntensors &&
+    if (s->cur >= 0 && !s->diverged && s->size_div && s->nobs == m) {
+        /* the plan's structure at other sizes: its profile at the sizes the saves had */
+        const ssi_cache_entry *e = &s->cache[s->cur];
+        ss_profile *p = NULL;
+        if (n == e->nops && h == e->hash && ssi_derive_same_structure(e->prof, s->obs, m, 1) &&
+            ssi_derive_profile(e->prof, s->obs, m, h, sig, &p) == SS_OK) {
+            if (cache_plan(ctx, p, -1) == SS_OK) {
+                s->cache[s->cur].derived = 1;
+                ctx->stats.derived++;
+                ctx->stats.hits_matched++;
+                bound_reset(ctx);
+                return SS_PLAN_NEW;
+            }
+            ssi_profile_free(p);
+        }
+    }
+    if (s->cur >= 0 && !s->diverged && !s->size_div && m <= s->cache[s->cur].prof->ntensors &&
         ring_matches_plan(ctx, n)) {
         /* an exact prefix of the current plan's sequence, with a prefix of its saves (an
          * evaluation step): its profile is the plan's, cut */
@@ -597,10 +739,24 @@ static int end_light(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m, uint64_t
         }
         if (!st) st = cache_plan(ctx, p, -1);
         if (!st) {
+            s->cache[s->cur].derived = 1;
             ctx->stats.prefix_derived++;
             return SS_PLAN_NEW;
         }
         ssi_profile_free(p);
+    }
+    if (s->fuzzy) {
+        /* operators of its plan skipped: it ran under that plan. The first time, no probe; a
+         * structure that comes back is profiled (the next iteration, from op 0) */
+        uint64_t key = h ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull);
+        int seen = 0;
+        for (uint32_t i = 0; i < SSI_FUZZY_SEEN && !seen; i++) seen = s->fz_seen[i] == key;
+        if (!seen) {
+            s->fz_seen[s->fz_next++ % SSI_FUZZY_SEEN] = key;
+            ctx->stats.fuzzy_runs++;
+            bound_reset(ctx);
+            return SS_PLAN_PENDING;
+        }
     }
     if (!s->withheld) s->probe_pending = 1;
     return SS_PLAN_PENDING;

@@ -89,6 +89,7 @@ typedef struct ssi_cache_entry {
     uint64_t    hash, sig;  /* the key, with nops */
     uint32_t    nops;
     uint32_t    used;       /* 1 = slot holds a plan */
+    uint32_t    derived;    /* 1 = its profile was derived (new sizes, or a prefix), not recorded */
     uint64_t    stamp;      /* LRU clock at the last use */
 } ssi_cache_entry;
 
@@ -122,6 +123,16 @@ typedef struct ssi_stage {
     uint32_t    streak, cooldown, cool_len;
     int         probe_pending;
     int         stale;          /* the executor found the current plan stale (it evicted) */
+    /* the saves of a light Stable iteration as seen (producer, bytes, dtype, shape): a new size
+     * of the plan's structure gets a derived profile from them (derive.h) */
+    ss_prof_tensor *obs;
+    size_t      cap_obs;
+    uint32_t    nobs;
+    int         size_div;       /* a save's size left the plan, its structure did not (yet) */
+    int         fuzzy;          /* the iteration skipped operators of its plan: runs under it */
+#define SSI_FUZZY_SEEN 16
+    uint64_t    fz_seen[SSI_FUZZY_SEEN];   /* structures met once in fuzzy runs */
+    uint32_t    fz_next;
 } ssi_stage;
 
 ss_status ssi_stage_init(ss_ctx_t *ctx);

@@ -594,6 +594,10 @@ static void t_seq_switch(void) {
             (unsigned long long)cs.detailed_iters, (unsigned long long)x.swapped);
     CHECK_MSG(switched >= 6, "only %d of %d iterations ran the plan of their own length", switched, STEPS);
     CHECK_EQ_INT(switched_detailed, 0);
+    /* the second length is the first's structure at other sizes: its plan is derived from the
+     * first's profile and the shapes its light iteration saved, never recorded in detail */
+    CHECK_MSG(cs.detailed_iters == 1 && cs.derived == 1, "%llu detailed iterations, %llu plans derived (want 1, 1)",
+              (unsigned long long)cs.detailed_iters, (unsigned long long)cs.derived);
     CHECK(x.swapped > 0);
     CHECK_MSG(same, "a loss differs from none's");
     swap_close(&x);
@@ -604,6 +608,13 @@ static void t_seq_switch(void) {
  * the evaluation iterations), each mode's losses, every step's gradients and the final weights
  * compared with none's by memcmp; plan-cache hits after warm-up for sequences seen before. */
 #define VARY_STEPS 30
+/* a structure: the sequence hash (names and call sites) with the operator count */
+static void note_struct(uint64_t *seen, int *n, const ss_iter_report *r) {
+    uint64_t k = r->seq_hash ^ ((uint64_t)r->nops << 40);
+    for (int i = 0; i < *n; i++) if (seen[i] == k) return;
+    seen[(*n)++] = k;
+}
+
 static void t_varying_exact(void) {
     gpt_config c = vary_config();
     gpt_schedule s = vary_schedule();
@@ -639,8 +650,8 @@ static void t_varying_exact(void) {
         }
         if (vr_open(&mr[i].r, &c, &s, mr[i].mode, 0)) { CHECK(0); return; }
     }
-    int evals = 0, fails = 0;
-    uint64_t hashes[VARY_STEPS];
+    int evals = 0, fails = 0, nstruct = 0;
+    uint64_t hashes[VARY_STEPS], structs[2 * VARY_STEPS];
     int repeats = 0;
     for (int st = 0; st < VARY_STEPS && !fails; st++) {
         float l[4] = {0}, el[4] = {0};
@@ -652,6 +663,7 @@ static void t_varying_exact(void) {
             }
             if (mr[i].swap) swap_account(&mr[i]);
         }
+        note_struct(structs, &nstruct, &mr[2].sw.last);
         hashes[st] = mr[0].r.prof.last.seq_hash;
         for (int k = 0; k < st; k++) if (hashes[k] == hashes[st]) { repeats++; break; }
         for (int i = 1; i < nm && !fails; i++) {
@@ -665,6 +677,7 @@ static void t_varying_exact(void) {
                     CHECK_MSG(0, "%s eval %d: eval failed", gpt_mode_name(mr[i].mode), evals);
                     fails++;
                 }
+            note_struct(structs, &nstruct, &mr[2].sw.last);
             for (int i = 1; i < nm; i++) if (memcmp(&el[0], &el[i], sizeof el[0])) mr[i].same_eval = 0;
             evals++;
         }
@@ -679,8 +692,17 @@ static void t_varying_exact(void) {
             CHECK_MSG(mr[i].swapped > 0, "%s swapped nothing", gpt_mode_name(mr[i].mode));
             ss_ctx_stats xs;
             CHECK_OK(ss_ctx_get_stats(mr[i].sw.ctx, &xs));
-            if (mr[i].mode == GPT_MODE_SMARTSWAP)
+            if (mr[i].mode == GPT_MODE_SMARTSWAP) {
                 CHECK_MSG(xs.cache_hits > 0, "smartswap: no plan-cache hit (%llu plans)", (unsigned long long)xs.plans_made);
+                /* new sizes of a known structure are derived: at most one detailed iteration per
+                 * operator structure the run met (plus one per derived plan that missed live) */
+                CHECK_MSG(xs.detailed_iters <= (uint64_t)nstruct + xs.derive_misses,
+                          "smartswap: %llu detailed iterations for %d structures (%llu derived plans missed)",
+                          (unsigned long long)xs.detailed_iters, nstruct, (unsigned long long)xs.derive_misses);
+                fprintf(stderr, "     smartswap: %llu detailed iterations, %d structures, %llu plans derived, %llu fuzzy runs\n",
+                        (unsigned long long)xs.detailed_iters, nstruct, (unsigned long long)xs.derived,
+                        (unsigned long long)xs.fuzzy_runs);
+            }
             fprintf(stderr, "     %s context: %llu plans made, %llu cache hits\n", gpt_mode_name(mr[i].mode),
                     (unsigned long long)xs.plans_made, (unsigned long long)xs.cache_hits);
             fprintf(stderr, "     %s: %llu bytes swapped out over the run, %llu evictions (%llu in %llu Stable iterations)\n",

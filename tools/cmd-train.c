@@ -624,7 +624,7 @@ int cmd_train(int argc, char **argv) {
                              "\"stall_ms\": %.3f, \"misses\": %u, \"stage\": \"%s\", "
                              "\"mode\": \"%s\", \"ops\": %llu, \"saved_bytes\": %llu, \"experts_run\": %llu, "
                              "\"experts_idle\": %llu, \"op_hash\": \"%016llx\", \"ss_seq_hash\": \"%016llx\", "
-                             "\"ss_plan_event\": %d, \"state_bytes\": %llu, \"min_budget_bytes\": %llu, "
+                             "\"ss_plan_event\": %d, \"detailed\": %s, \"state_bytes\": %llu, \"min_budget_bytes\": %llu, "
                              "\"host_need_bytes\": %llu}\n",
                         s + 1, ev ? "eval" : "train", iter - 1, loss, loss, ms, (unsigned long long)m.stats.tokens, tps,
                         (unsigned long long)m.stats.micro, (unsigned long long)peak,
@@ -635,8 +635,8 @@ int cmd_train(int argc, char **argv) {
                         (unsigned long long)m.stats.experts_run, (unsigned long long)m.stats.experts_idle,
                         (unsigned long long)(swapping ? sw.op_hash : prof.keep.op_hash),
                         (unsigned long long)lastrep->seq_hash, (int)lastrep->plan_event,
-                        (unsigned long long)state, (unsigned long long)mb.min_budget_bytes,
-                        (unsigned long long)mb.host_bytes);
+                        !prof.failed && lastrep->detailed ? "true" : "false", (unsigned long long)state,
+                        (unsigned long long)mb.min_budget_bytes, (unsigned long long)mb.host_bytes);
                 fflush(log);
             }
             if (bar) progress((int)done, (int)total, gpt_now_s() - t_start);
@@ -702,17 +702,27 @@ int cmd_train(int argc, char **argv) {
                (unsigned long long)cs.plans_made, (unsigned long long)cs.cache_entries,
                (unsigned long long)cs.cache_hits, (unsigned long long)cs.mid_switches,
                (unsigned long long)cs.cache_misses, prof.failed ? " (profiling stopped: see the warning)" : "");
+        printf("  plans by kind: %llu iterations under their own detailed plan (exact), %llu under a derived one "
+               "(derived), %llu under another size's plan, then derived for theirs (matched); %llu plans derived "
+               "from new sizes without detail, %llu missed live\n", (unsigned long long)cs.hits_exact,
+               (unsigned long long)cs.hits_derived, (unsigned long long)cs.hits_matched,
+               (unsigned long long)cs.derived, (unsigned long long)cs.derive_misses);
         if (swapping) {
             /* machine-readable totals for scripts (make demo) */
             printf("totals: mode=%s budget=%llu peak=%llu swapped_out=%llu swapped_in=%llu evictions=%u stalls=%u "
                    "stall_ms=%.3f misses=%u plans_cached=%llu plans_made=%llu cache_hits=%llu mid_switches=%llu "
-                   "tok_per_s=%.1f d2h_gbps=%.6g host_peak=%llu\n", gpt_mode_name((gpt_mode)fl.mode), (unsigned long long)fl.budget,
+                   "tok_per_s=%.1f d2h_gbps=%.6g host_peak=%llu detailed=%llu warmup=%llu hits_exact=%llu "
+                   "hits_derived=%llu hits_matched=%llu derived=%llu\n", gpt_mode_name((gpt_mode)fl.mode),
+                   (unsigned long long)fl.budget,
                    (unsigned long long)peak_max, (unsigned long long)tot.swapped_out_bytes,
                    (unsigned long long)tot.swapped_in_bytes, tot.evictions, tot.stalls, tot.stall_s * 1e3, tot.misses,
                    (unsigned long long)cs.cache_entries, (unsigned long long)cs.plans_made,
                    (unsigned long long)cs.cache_hits, (unsigned long long)cs.mid_switches,
                    t_steady > 0 ? tok_steady / (t_steady * 1e-3) : 0,
-                   opts.sim_d2h_gbps, (unsigned long long)tot.host_peak_bytes);
+                   opts.sim_d2h_gbps, (unsigned long long)tot.host_peak_bytes, (unsigned long long)cs.detailed_iters,
+                   (unsigned long long)cs.iters_warmup, (unsigned long long)cs.hits_exact,
+                   (unsigned long long)cs.hits_derived, (unsigned long long)cs.hits_matched,
+                   (unsigned long long)cs.derived);
         } else {
             printf("totals: mode=%s budget=%llu peak=%llu swapped_out=0 swapped_in=0 evictions=0 stalls=0 stall_ms=0 "
                    "misses=0 plans_cached=%llu plans_made=%llu cache_hits=%llu mid_switches=%llu tok_per_s=%.1f "
