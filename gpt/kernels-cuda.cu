@@ -1036,6 +1036,56 @@ extern "C" void kc_adamw(float *p, float *m, float *v, const float *g, size_t n,
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* bf16 (issue 17 item 5, the kernels only: no trainer uses them yet)                           */
+
+/* fp32 -> bf16 bits, round to nearest, ties to even; a NaN stays a (quiet) NaN */
+__device__ static uint16_t kc_bf16_bits(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+__global__ static void to_bf16_k(uint16_t *dst, const float *src, size_t n) {
+    ELEMENTWISE_ID;
+    dst[i] = kc_bf16_bits(src[i]);
+}
+
+__global__ static void from_bf16_k(float *dst, const uint16_t *src, size_t n) {
+    ELEMENTWISE_ID;
+    dst[i] = __uint_as_float((unsigned)src[i] << 16);
+}
+
+extern "C" void kc_to_bf16(uint16_t *dst, const float *src, size_t n) {
+    LAUNCH_1D(to_bf16_k, n, "to_bf16", dst, src, n);
+}
+
+extern "C" void kc_from_bf16(float *dst, const uint16_t *src, size_t n) {
+    LAUNCH_1D(from_bf16_k, n, "from_bf16", dst, src, n);
+}
+
+/* the products of kc_matmul_fwd/bwd with bf16 inputs, fp32 outputs and fp32 accumulation */
+extern "C" void kc_matmul_fwd_bf16(float *out, const uint16_t *inp, const uint16_t *w, int M, int K, int N) {
+    const float one = 1.0f, zero = 0.0f;
+    kc_note_blas(cublasGemmEx(kc.blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, w, CUDA_R_16BF, K, inp, CUDA_R_16BF,
+                              K, &zero, out, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "matmul_fwd_bf16 gemmex");
+}
+
+extern "C" void kc_matmul_bwd_bf16(float *dinp, float *dw, const uint16_t *dout, const uint16_t *inp,
+                                   const uint16_t *w, int M, int K, int N) {
+    const float one = 1.0f;
+    if (dinp)
+        kc_note_blas(cublasGemmEx(kc.blas, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &one, w, CUDA_R_16BF, K, dout,
+                                  CUDA_R_16BF, N, &one, dinp, CUDA_R_32F, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     "matmul_bwd_bf16 dinp gemmex");
+    if (dw)
+        kc_note_blas(cublasGemmEx(kc.blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, inp, CUDA_R_16BF, K, dout,
+                                  CUDA_R_16BF, N, &one, dw, CUDA_R_32F, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     "matmul_bwd_bf16 dw gemmex");
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* a spin kernel (the overlap tests of tests/test-device-cuda.c)                                */
 
 __device__ static unsigned long long kc_now_ns(void) {

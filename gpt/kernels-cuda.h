@@ -22,6 +22,7 @@
 #define GPT_KERNELS_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +50,15 @@ void *gpt_cuda_malloc(size_t bytes);
 void gpt_cuda_free(void *p);
 int gpt_cuda_upload(void *dst_dev, const void *src_host, size_t bytes);     /* synchronous */
 int gpt_cuda_download(void *dst_host, const void *src_dev, size_t bytes);   /* synchronous */
+
+/* bf16 (the kernels of `--dtype bf16`; docs/cuda.md "bf16"): fp32 <-> bf16 bits (round to
+ * nearest even; NaN stays NaN), and kc_matmul_fwd/bwd with bf16 inputs, fp32 outputs (bwd: +=)
+ * and fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F). */
+void kc_to_bf16(uint16_t *dst, const float *src, size_t n);
+void kc_from_bf16(float *dst, const uint16_t *src, size_t n);
+void kc_matmul_fwd_bf16(float *out, const uint16_t *inp, const uint16_t *w, int M, int K, int N);
+void kc_matmul_bwd_bf16(float *dinp, float *dw, const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
+                        int M, int K, int N);
 
 /* One thread that keeps the GPU busy for `seconds` (by the GPU's global timer) on the current
  * stream: the overlap tests' compute (tests/test-device-cuda.c). */

@@ -427,6 +427,99 @@ static void t_errors(void) {
     CHECK(gpt_cuda_status(err, sizeof err) == 0);
 }
 
+
+/* ------------------------------------------------------------------------------------------ */
+/* bf16 (the kernels of --dtype bf16): conversions bit for bit against a CPU reference; the bf16
+ * matrix products against the CPU fp32 products of the same bf16-rounded inputs (TOL_FWD /
+ * TOL_BWD) and against the unrounded fp32 inputs (TOL_BF16: bf16 keeps 8 significant bits) */
+#define TOL_BF16 1e-2
+
+static uint16_t bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float bf16_float(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void t_bf16(void) {
+    NEED_GPU();
+    /* conversions: random values and the edge cases (ties both ways, signed zero, a denormal,
+     * overflow to infinity, infinities, NaN) */
+    const size_t n = 4096;
+    fbuf x = fb(n, 3), back = fb(n, 0);
+    const float special[] = {0.0f, -0.0f, 1.00390625f /* 1 + 2^-8: a tie, to even (1) */,
+                             1.01171875f /* 1 + 3 x 2^-8: a tie, to even (up) */, 1e-40f, 3.4e38f,
+                             INFINITY, -INFINITY, NAN, -1.5f, 65504.0f, 1.0f / 3.0f};
+    memcpy(x.h, special, sizeof special);
+    uint16_t *ref = malloc(n * sizeof *ref), *got = malloc(n * sizeof *got);
+    uint16_t *bd = gpt_cuda_malloc(n * sizeof *bd);
+    CHECK(ref && got && bd);
+    if (!ref || !got || !bd) return;
+    for (size_t i = 0; i < n; i++) { ref[i] = bf16_bits(x.h[i]); back.c[i] = bf16_float(ref[i]); }
+    CHECK(ref[2] == 0x3f80 && ref[3] == 0x3f82 && ref[5] == 0x7f80 && ref[1] == 0x8000);
+    for (int rep = 0; rep < 2; rep++) {
+        push(&x);
+        kc_to_bf16(bd, x.d, n);
+        kc_from_bf16(back.d, bd, n);
+        synced("bf16 conversions");
+        CHECK(gpt_cuda_download(got, bd, n * sizeof *got) == 0);
+        pull(&back, rep);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += got[i] != ref[i];
+        CHECK_MSG(bad == 0, "to_bf16: %zu of %zu values differ from the CPU's rounding", bad, n);
+    }
+    /* back.c holds a NaN at 8: compare bits, not values */
+    CHECK_MSG(memcmp(back.r[0], back.c, n * sizeof(float)) == 0 && memcmp(back.r[1], back.c, n * sizeof(float)) == 0,
+              "from_bf16: not bit-identical to the CPU");
+    fprintf(stderr, "     %-26s bit-identical (%zu values, %zu edge cases)\n", "bf16 conversions", n,
+            sizeof special / sizeof special[0]);
+    /* matrix products with bf16 inputs */
+    const int M = 70, K = 48, N = 33;
+    fbuf out = fb((size_t)M * N, 0), inp = fb((size_t)M * K, 1), w = fb((size_t)N * K, 0.5f), dout = fb((size_t)M * N, 1);
+    fbuf dinp = fb((size_t)M * K, 0.3f), dw = fb((size_t)N * K, 0.3f);
+    fbuf out32 = fb((size_t)M * N, 0), dinp32 = fb((size_t)M * K, 0.3f), dw32 = fb((size_t)N * K, 0.3f);
+    memcpy(dinp32.h, dinp.h, dinp.n * sizeof(float)); memcpy(dinp32.c, dinp.h, dinp.n * sizeof(float));
+    memcpy(dw32.h, dw.h, dw.n * sizeof(float)); memcpy(dw32.c, dw.h, dw.n * sizeof(float));
+    float *ri = malloc(inp.n * sizeof(float)), *rw = malloc(w.n * sizeof(float)), *rd = malloc(dout.n * sizeof(float));
+    uint16_t *bi = gpt_cuda_malloc(inp.n * 2), *bw = gpt_cuda_malloc(w.n * 2), *bdo = gpt_cuda_malloc(dout.n * 2);
+    CHECK(ri && rw && rd && bi && bw && bdo);
+    if (!ri || !rw || !rd || !bi || !bw || !bdo) return;
+    for (size_t i = 0; i < inp.n; i++) ri[i] = bf16_float(bf16_bits(inp.h[i]));
+    for (size_t i = 0; i < w.n; i++) rw[i] = bf16_float(bf16_bits(w.h[i]));
+    for (size_t i = 0; i < dout.n; i++) rd[i] = bf16_float(bf16_bits(dout.h[i]));
+    k_matmul_fwd(out.c, ri, rw, M, K, N);                    /* the same rounded inputs in fp32 */
+    k_matmul_bwd(dinp.c, dw.c, rd, ri, rw, M, K, N);
+    k_matmul_fwd(out32.c, inp.h, w.h, M, K, N);              /* the unrounded fp32 product */
+    k_matmul_bwd(dinp32.c, dw32.c, dout.h, inp.h, w.h, M, K, N);
+    for (int rep = 0; rep < 2; rep++) {
+        push(&inp); push(&w); push(&dout); push(&dinp); push(&dw);
+        kc_to_bf16(bi, inp.d, inp.n); kc_to_bf16(bw, w.d, w.n); kc_to_bf16(bdo, dout.d, dout.n);
+        kc_matmul_fwd_bf16(out.d, bi, bw, M, K, N);
+        kc_matmul_bwd_bf16(dinp.d, dw.d, bdo, bi, bw, M, K, N);
+        synced("bf16 matmul");
+        pull(&out, rep); pull(&dinp, rep); pull(&dw, rep);
+        memcpy(out32.r[rep], out.r[rep], out.n * sizeof(float));
+        memcpy(dinp32.r[rep], dinp.r[rep], dinp.n * sizeof(float));
+        memcpy(dw32.r[rep], dw.r[rep], dw.n * sizeof(float));
+    }
+    check_out("bf16 matmul out", &out, TOL_FWD, 0);
+    check_out("bf16 matmul dinp", &dinp, TOL_BWD, 1);
+    check_out("bf16 matmul dw", &dw, TOL_BWD, 1);
+    check_out("bf16 matmul out vs fp32", &out32, TOL_BF16, 0);
+    check_out("bf16 matmul dinp vs fp32", &dinp32, TOL_BF16, 1);
+    check_out("bf16 matmul dw vs fp32", &dw32, TOL_BF16, 1);
+    free(ri); free(rw); free(rd); free(ref); free(got);
+    gpt_cuda_free(bi); gpt_cuda_free(bw); gpt_cuda_free(bdo); gpt_cuda_free(bd);
+    fb_free(&x); fb_free(&back); fb_free(&out); fb_free(&inp); fb_free(&w); fb_free(&dout); fb_free(&dinp);
+    fb_free(&dw); fb_free(&out32); fb_free(&dinp32); fb_free(&dw32);
+}
 int main(void) {
     gpt_kernels_init();
     char err[256];
@@ -448,6 +541,7 @@ static void t_cross_entropy(void) { NEED_GPU(); }
 static void t_moe(void) { NEED_GPU(); }
 static void t_adamw(void) { NEED_GPU(); }
 static void t_errors(void) { NEED_GPU(); }
+static void t_bf16(void) { NEED_GPU(); }
 int main(void) {
 #endif
     RUN(t_matmul);
@@ -459,6 +553,7 @@ int main(void) {
     RUN(t_cross_entropy);
     RUN(t_moe);
     RUN(t_adamw);
+    RUN(t_bf16);
     RUN(t_errors);
 #ifdef SS_GPT_CUDA
     if (gpu_ok) gpt_cuda_shutdown();

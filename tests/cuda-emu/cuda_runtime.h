@@ -34,6 +34,9 @@ static inline unsigned long long emu_clock_ns(void) {
     return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 #define CUDA_EMU_CLOCK_NS emu_clock_ns
+#include <stdint.h>
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 #define __global__
 #define __device__
 #define __shared__ static
