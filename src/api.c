@@ -76,7 +76,8 @@ ss_status ss_ctx_new(const ss_ctx_config *cfg, ss_ctx_t **out) {
     ctx->next_check = UINT32_MAX;
     ctx->ring = calloc(1, sizeof *ctx->ring);
     ctx->ring_mask = 0;
-    if (!ctx->ring || ssi_stage_init(ctx)) { ctx_destroy(ctx); return SS_ERR_HOST_OOM; }
+    ss_status sst = ctx->ring ? ssi_stage_init(ctx) : SS_ERR_HOST_OOM;
+    if (sst) { ctx_destroy(ctx); return sst; }
     *out = ctx;
     return SS_OK;
 }

@@ -88,6 +88,17 @@ ss_status ssi_stage_init(ss_ctx_t *ctx) {
     s->planner.free_fn = ssi_plan_free_default;
     uint32_t d = ctx->opts.max_detailed < 1 ? 1 : (uint32_t)ctx->opts.max_detailed;
     s->cool_len = d;
+    /* the comparison baselines of bench-varying (docs/api.md, SMARTSWAP_REPLAN) */
+    const char *rp = getenv("SMARTSWAP_REPLAN");
+    s->variant = !rp || !*rp || !strcmp(rp, "on") ? SSI_REPLAN_ON
+               : !strcmp(rp, "off") ? SSI_REPLAN_OFF : !strcmp(rp, "length") ? SSI_REPLAN_LENGTH : -1;
+    if (s->variant < 0) {
+        SS_ERROR("SMARTSWAP_REPLAN='%s': use on (default), off (plan once, keep it) or length (re-plan "
+                 "when the first saved tensor's size changes)", rp);
+        free(s->cache);
+        s->cache = NULL;
+        return SS_ERR_INVALID;
+    }
     int st = ctx->opts.disable ? SS_STAGE_DISABLED
            : ctx->opts.warmup_iters > 0 ? SS_STAGE_WARMUP : SS_STAGE_GENPOLICY;
     atomic_store(&s->stage, st);
@@ -448,6 +459,10 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
         record = 1;
         break;
     case SS_STAGE_STABLE:
+        if (s->variant != SSI_REPLAN_ON && s->cur >= 0) {   /* no checks, no probes */
+            s->probe_pending = s->stale = 0;
+            break;
+        }
         s->withheld = s->cooldown > 0;
         cursor_set(ctx, s->cur, 0);
         if (!s->withheld && (s->cur < 0 || s->probe_pending || s->stale)) {
@@ -483,7 +498,7 @@ void ssi_stage_mark_stale(ss_ctx_t *ctx) {
     ssi_stage *s = &ctx->st;
     /* under the plan of another size of the structure the iteration gets its own derived plan
      * at its end: the evictions say nothing about the plan it ran under */
-    if (s->cur < 0 || s->size_div || s->fuzzy) return;
+    if (s->cur < 0 || s->size_div || s->fuzzy || s->variant != SSI_REPLAN_ON) return;
     if (!s->stale && s->cache[s->cur].derived) ctx->stats.derive_misses++;
     s->stale = 1;
 }
@@ -552,6 +567,31 @@ ss_status ssi_stage_save(ss_ctx_t *ctx, uint32_t ord, uint32_t op, const ssi_han
         return SS_OK;
     }
     if (s->stage_now != SS_STAGE_STABLE) return SS_OK;
+    if (s->variant != SSI_REPLAN_ON) {
+        const ss_profile *vp = s->cur >= 0 ? s->cache[s->cur].prof : NULL;
+        if (s->variant == SSI_REPLAN_OFF || ord != 0 || !vp) return SS_OK;
+        /* length: the first save's size is the sequence length's signal */
+        if (vp->ntensors && same_size(vp->tensors[0].bytes, hd->bytes)) return SS_OK;
+        for (uint32_t i = 0; i < s->cap; i++) {
+            const ssi_cache_entry *e = &s->cache[i];
+            if (e->used && e->prof->ntensors && same_size(e->prof->tensors[0].bytes, hd->bytes)) {
+                s->cur = (int)i;
+                cache_touch(ctx, (int)i);
+                ctx->stats.mid_switches++;
+                ctx->stats.plan_switches++;
+                if (ctx->exec && ctx->exec->plan_switch) ctx->exec->plan_switch(ctx->exec->self, ctx, e->plan);
+                return SS_OK;
+            }
+        }
+        uint32_t n0 = atomic_load_explicit(&ctx->n, memory_order_relaxed);
+        s->diverged = 1;
+        s->diverged_at = op;
+        s->from_plan = s->cur;
+        ss_status st = start_partial(ctx, n0, 0, 0);
+        if (!st) st = ssi_rec_save(ctx, ord, op, hd);
+        if (st) abandon_recording(ctx, st);
+        return SS_OK;
+    }
     if (ord == s->nobs) {   /* the save as seen, for a derived profile or a candidate's check */
         /* out of memory: nobs stops short of the saves, so nothing is derived */
         if (!ssi_grow(&s->obs, &s->cap_obs, (size_t)s->nobs + 1, sizeof *s->obs)) {
@@ -673,6 +713,7 @@ static int ring_matches_plan(ss_ctx_t *ctx, uint32_t n) {
 static int end_light(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m, uint64_t sig,
                      double secs) {
     ssi_stage *s = &ctx->st;
+    if (s->variant != SSI_REPLAN_ON && s->cur >= 0) return SS_PLAN_SAME;
     if (s->cur >= 0 && !s->diverged && !s->size_div) {
         const ssi_cache_entry *e = &s->cache[s->cur];
         if (n == e->nops && h == e->hash && m == e->prof->ntensors) {

@@ -93,6 +93,11 @@ typedef struct ssi_cache_entry {
     uint64_t    stamp;      /* LRU clock at the last use */
 } ssi_cache_entry;
 
+/* SMARTSWAP_REPLAN: on (default), off (the first plan is kept: no checks, probes or new plans),
+ * length (a new plan, recorded in detail, only when the first saved tensor's size, the sequence
+ * length's signal, has no cached plan; structure and routing changes are not looked at). */
+enum { SSI_REPLAN_ON = 0, SSI_REPLAN_OFF = 1, SSI_REPLAN_LENGTH = 2 };
+
 typedef struct ssi_stage {
     _Atomic int stage;          /* ss_stage of the current (or next) iteration */
     int         stage_now;      /* the stage the open iteration runs in */
@@ -133,6 +138,7 @@ typedef struct ssi_stage {
 #define SSI_FUZZY_SEEN 16
     uint64_t    fz_seen[SSI_FUZZY_SEEN];   /* structures met once in fuzzy runs */
     uint32_t    fz_next;
+    int         variant;        /* SSI_REPLAN_*: SMARTSWAP_REPLAN, bench-varying's baselines */
 } ssi_stage;
 
 ss_status ssi_stage_init(ss_ctx_t *ctx);

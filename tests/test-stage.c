@@ -294,6 +294,39 @@ static void t_sizes(void) {
     ss_ctx_free(ctx);
 }
 
+/* SMARTSWAP_REPLAN, bench-varying's baselines: off keeps the first plan (no detail, no plan for
+ * the second size); length re-plans the second size in detail (no derivation); a bad value is
+ * refused. */
+static void t_replan_variants(void) {
+    spec s1 = plain(), s2 = plain();
+    s2.bytes = 8192;
+    ss_iter_report r;
+    char pat[64];
+    setenv("SMARTSWAP_REPLAN", "off", 1);
+    ss_ctx_t *ctx = mk(2, 3, 8);
+    for (int i = 0; i < 10; i++) { run_iter(ctx, (i & 1) ? &s2 : &s1, &r); pattern(pat, i, &r); }
+    CHECK_MSG(strcmp(pat, "..D.......") == 0, "%s", pat);
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.plans_made, 1);
+    CHECK_EQ_U64(st.derived, 0);
+    ss_ctx_free(ctx);
+    setenv("SMARTSWAP_REPLAN", "length", 1);
+    ctx = mk(2, 3, 8);
+    for (int i = 0; i < 10; i++) { run_iter(ctx, (i & 1) ? &s2 : &s1, &r); pattern(pat, i, &r); }
+    CHECK_MSG(strcmp(pat, "..Dd......") == 0, "%s", pat);
+    st = stats(ctx);
+    CHECK_EQ_U64(st.plans_made, 2);
+    CHECK_EQ_U64(st.derived, 0);
+    CHECK(st.mid_switches >= 6);
+    ss_ctx_free(ctx);
+    setenv("SMARTSWAP_REPLAN", "sometimes", 1);
+    ss_ctx_config c = ss_ctx_config_default();
+    ss_ctx_t *bad = NULL;
+    CHECK_STATUS(ss_ctx_new(&c, &bad), SS_ERR_INVALID);
+    CHECK(bad == NULL);
+    unsetenv("SMARTSWAP_REPLAN");
+}
+
 static void t_never_repeats(void) {
     ss_ctx_t *ctx = mk(2, 3, 8);
     ss_iter_report r;
@@ -626,6 +659,7 @@ int main(void) {
     RUN(t_lazy_state);
     RUN(t_alternating);
     RUN(t_sizes);
+    RUN(t_replan_variants);
     RUN(t_never_repeats);
     RUN(t_divergence_at_op);
     RUN(t_eval_steps);

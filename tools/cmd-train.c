@@ -712,7 +712,7 @@ int cmd_train(int argc, char **argv) {
             printf("totals: mode=%s budget=%llu peak=%llu swapped_out=%llu swapped_in=%llu evictions=%u stalls=%u "
                    "stall_ms=%.3f misses=%u plans_cached=%llu plans_made=%llu cache_hits=%llu mid_switches=%llu "
                    "tok_per_s=%.1f d2h_gbps=%.6g host_peak=%llu detailed=%llu warmup=%llu hits_exact=%llu "
-                   "hits_derived=%llu hits_matched=%llu derived=%llu\n", gpt_mode_name((gpt_mode)fl.mode),
+                   "hits_derived=%llu hits_matched=%llu derived=%llu swap_outs=%u\n", gpt_mode_name((gpt_mode)fl.mode),
                    (unsigned long long)fl.budget,
                    (unsigned long long)peak_max, (unsigned long long)tot.swapped_out_bytes,
                    (unsigned long long)tot.swapped_in_bytes, tot.evictions, tot.stalls, tot.stall_s * 1e3, tot.misses,
@@ -722,7 +722,7 @@ int cmd_train(int argc, char **argv) {
                    opts.sim_d2h_gbps, (unsigned long long)tot.host_peak_bytes, (unsigned long long)cs.detailed_iters,
                    (unsigned long long)cs.iters_warmup, (unsigned long long)cs.hits_exact,
                    (unsigned long long)cs.hits_derived, (unsigned long long)cs.hits_matched,
-                   (unsigned long long)cs.derived);
+                   (unsigned long long)cs.derived, tot.swap_outs);
         } else {
             printf("totals: mode=%s budget=%llu peak=%llu swapped_out=0 swapped_in=0 evictions=0 stalls=0 stall_ms=0 "
                    "misses=0 plans_cached=%llu plans_made=%llu cache_hits=%llu mid_switches=%llu tok_per_s=%.1f "
