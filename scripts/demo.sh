@@ -86,4 +86,8 @@ if [ "$REC_OK" = 1 ]; then
 else
     echo "faster at this budget: smartswap (recompute ran out of memory under it)"
 fi
+# issue 16: detailed (profiled) iterations after warm-up, target at most 5 %
+awk '!/"stage": "warmup"/ { n++; if (/"detailed": true/) d++ }
+     END { p = n ? 100 * d / n : 100; printf "%s detailed iterations after warm-up: %d of %d (%.1f %%, target at most 5 %%)\n",
+           p <= 5 ? "met:    " : "not met:", d, n, p }' "$OUT/ss.json"
 case "$same" in yes*) exit 0 ;; *) exit 1 ;; esac
