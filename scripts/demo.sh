@@ -76,6 +76,16 @@ printf "| %-32s | %-24s | %-24s | %-24s |\n" "tokens/s (after step 1)" "$(val "$
 printf "| %-32s | %-24s | %-24s | %-24s |\n" "plans cached (made)" "" "$(val "$OUT/ss.txt" plans_cached) ($(val "$OUT/ss.txt" plans_made))" ""
 printf "| %-32s | %-24s | %-24s | %-24s |\n" "plan-cache hits (end, in flight)" "" "$(val "$OUT/ss.txt" cache_hits), $(val "$OUT/ss.txt" mid_switches)" ""
 printf "| %-32s | %-24s | %-24s | %-24s |\n" "losses equal none's (bits)" "" "$(echo "$same" | sed 's/ bit-identical//')" "$same_rec"
+# which of smartswap and recompute is faster, from the measured tokens/s, in the table itself
+if [ "$REC_OK" = 1 ]; then
+    fast_ss=$(awk -v s="$(val "$OUT/ss.txt" tok_per_s)" -v r="$rec_tok" 'BEGIN {
+        if (s > r) printf "FASTER (%.2fx recompute)", r > 0 ? s / r : 0; else printf "slower (%.2fx recompute)", r > 0 ? s / r : 0 }')
+    fast_rec=$(awk -v s="$(val "$OUT/ss.txt" tok_per_s)" -v r="$rec_tok" 'BEGIN {
+        if (r >= s) printf "FASTER (%.2fx smartswap)", s > 0 ? r / s : 0; else printf "slower (%.2fx smartswap)", s > 0 ? r / s : 0 }')
+else
+    fast_ss="FASTER (recompute: OOM)"; fast_rec="out of memory"
+fi
+printf "| %-32s | %-24s | %-24s | %-24s |\n" "faster at this budget" "" "$fast_ss" "$fast_rec"
 echo "+----------------------------------+--------------------------+--------------------------+--------------------------+"
 echo "(cpu-sim link calibrated for this run: $(val "$OUT/ss.txt" d2h_gbps) GB/s each way, the copy:compute ratio of"
 echo " Llama-2-7B on an H200 over PCIe Gen5; docs/performance-model.md)"

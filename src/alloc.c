@@ -1404,6 +1404,14 @@ ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out) {
     return SS_OK;
 }
 
+uint64_t ssi_alloc_in_use(const ss_alloc_t *a) {
+    if (!a) return 0;
+    lock(a);
+    uint64_t now = a->live_bytes + a->pending_bytes;
+    unlock(a);
+    return now;
+}
+
 ss_status ss_alloc_window_peak(ss_alloc_t *a, uint64_t *peak, uint64_t *in_use) {
     SS_CHECK_ARG(!a || !peak, "ss_alloc_window_peak: NULL argument");
     lock(a);

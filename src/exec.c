@@ -165,9 +165,8 @@ static xt *xt_of(exec *x, uint64_t hv) {
 
 static void peak_sample(exec *x) {
     if (x->alloc) {
-        ss_alloc_stats as;
-        if (ss_alloc_get_stats(x->alloc, &as) == SS_OK && as.in_use_bytes > x->rep.peak_bytes)
-            x->rep.peak_bytes = as.in_use_bytes;
+        uint64_t now = ssi_alloc_in_use(x->alloc);
+        if (now > x->rep.peak_bytes) x->rep.peak_bytes = now;
     }
 }
 

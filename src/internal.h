@@ -105,4 +105,10 @@ void ssi_vreport(char *err, size_t err_len, const char *fmt, va_list ap);
  * Never leaves a partial file. SS_ERR_IO with a log line naming the path on failure. */
 ss_status ssi_write_file_atomic(const char *path, const void *data, size_t len);
 
+/* ---- the allocator's bytes in use (alloc.c) -------------------------------------------------
+ * live + pending bytes of a (0 for NULL), under its lock: the executor's per-operator peak
+ * sample, without ss_alloc_get_stats' walk of the free trees and segments. */
+struct ss_alloc;
+uint64_t ssi_alloc_in_use(const struct ss_alloc *a);
+
 #endif /* SS_INTERNAL_H */

@@ -15,6 +15,10 @@
  *     it is taken when both copies fit and the interval it frees covers an op still above the
  *     budget. The check is incremental: O(log n) on a segment tree of memory levels plus the
  *     ops the copies span on the stream models, never a re-simulation;
+ *  4b. the oldest-first schedule, a second selection tried beside phase 1 (select_oldest): the
+ *     candidates oldest first while they cover an op above the budget, swap-outs queued on the
+ *     D2H model in that order, swap-ins in use order each as early as memory allows; plan_at
+ *     keeps whichever of the two the simulator finds better;
  *  5. phase 2, fit with stalls: for each op still above the budget, in order, the cheapest
  *     fix: an unselected candidate whose natural schedule covers it, else a selected entry
  *     whose free point moves earlier (the compute stream waits for its swap-out) or whose
@@ -280,9 +284,67 @@ static int host_fits(run *r, ctx *k, const cand *c) {
     return m + (int64_t)c->x <= (int64_t)k->cfg->host_mem_bytes;
 }
 
+/* Phase 1 of the oldest-first schedule (docs/policy.md "the schedule"): the candidates in
+ * production order, oldest first, each taken while its idle interval covers an op still above
+ * the target with every taken tensor absent from its free point to its use: the fewest bytes
+ * that bring the peak down, and the ones whose swap-ins come last in backward. Swap-outs queue
+ * on the D2H lane model in that order from the first swappable tensor on (a FIFO, so the lane
+ * is busy as long as there is something to copy); each free point is the op reached after its
+ * copy completes. Then the swap-ins, in use order: each as early as memory allows (restoring
+ * its bytes from there to its use keeps every op within the target), never before the one
+ * used before it, never at its own free point. */
+static ss_status select_oldest(run *r, ctx *k, int64_t lim, ssi_fluid *d2h) {
+    uint32_t n = k->n;
+    ss_status st = SS_OK;
+    for (uint32_t q = 0; q < k->nc; q++) {
+        if (ssi_simx_max(r->mem, 0, n) <= lim) break;
+        uint32_t ci = k->by_a[q];
+        cand *c = &k->c[ci];
+        if (ssi_simx_max(r->mem, c->a + 1, c->b) <= lim) continue;   /* frees nothing that matters */
+        uint32_t ko = ssi_fluid_forward(d2h, c->a + 1, c->b, c->c_out, 0);
+        if (ko == SS_NONE || ko + 1 >= c->b) continue;
+        if (!host_fits(r, k, c)) { r->host_limited = 1; continue; }
+        ssi_fluid_forward(d2h, c->a + 1, c->b, c->c_out, 1);
+        /* absent from the free point to the use for now: the swap-ins are placed below */
+        if ((st = select_add(r, k, ci, ko + 1, c->b, 1))) return st;
+    }
+    /* swap-ins in use order (ties: the later free point first, as the executor's queue) */
+    uint32_t *ord = malloc(((size_t)r->ns + 1) * sizeof *ord);
+    if (!ord) return SS_ERR_HOST_OOM;
+    for (uint32_t i = 0; i < r->ns; i++) ord[i] = i;
+    for (uint32_t i = 1; i < r->ns; i++) {   /* insertion sort by (b, f): selections are few */
+        uint32_t v = ord[i], j = i;
+        const cand *cv = &k->c[r->s[v].c];
+        while (j > 0) {
+            const cand *cu = &k->c[r->s[ord[j - 1]].c];
+            if (cu->b < cv->b || (cu->b == cv->b && r->s[ord[j - 1]].f <= r->s[v].f)) break;
+            ord[j] = ord[j - 1];
+            j--;
+        }
+        ord[j] = v;
+    }
+    uint32_t gprev = 0;
+    for (uint32_t i = 0; i < r->ns; i++) {
+        sel *s = &r->s[ord[i]];
+        const cand *c = &k->c[s->c];
+        uint32_t lo = s->f + 1 > gprev ? s->f + 1 : gprev;
+        if (lo >= c->b) { gprev = c->b; continue; }   /* comes back at its use */
+        uint32_t k1 = ssi_simx_last_above(r->mem, lo, c->b, lim - (int64_t)c->x);
+        uint32_t g = k1 == SS_NONE ? lo : k1 + 1;
+        if (g < s->g) {
+            ssi_simx_add(r->mem, g, s->g, (int64_t)c->x);
+            s->g = g;
+        }
+        gprev = s->g;
+    }
+    free(ord);
+    return SS_OK;
+}
+
 /* Selects swaps so that the byte model stays within B. r is filled; r->fits says whether it
- * worked. */
-static ss_status select_at(ctx *k, uint64_t B, run *r) {
+ * worked. strategy 0: MindSpeed's scores (phase 1 below); 1: the oldest-first schedule
+ * (select_oldest); phase 2 is the same for both. */
+static ss_status select_at(ctx *k, uint64_t B, run *r, int strategy) {
     memset(r, 0, sizeof *r);
     uint32_t n = k->n;
     ss_status st = ssi_simx_new(n, k->lvl, &r->mem);
@@ -335,7 +397,8 @@ static ss_status select_at(ctx *k, uint64_t B, run *r) {
 
     /* phase 1: hidden swaps */
     if ((st = ssi_fluid_new(n, k->dur, &d2h)) || (st = ssi_fluid_new(n, k->dur, &h2d))) goto done;
-    for (uint32_t q = 0; q < ns; q++) {
+    if (strategy == 1 && (st = select_oldest(r, k, lim, d2h))) goto done;
+    for (uint32_t q = 0; strategy == 0 && q < ns; q++) {
         if (ssi_simx_max(r->mem, 0, n) <= lim) break;
         cand *c = &k->c[sc[q].i];
         uint32_t ko = ssi_fluid_forward(d2h, c->a + 1, c->b, c->c_out, 0);
@@ -429,6 +492,7 @@ static ss_status build_plan(ctx *k, const run *r, uint64_t budget, ss_plan **out
     if (st) return st;
     for (uint32_t q = 0; q < r->ns && !st; q++) {
         const sel *s = &r->s[q];
+        if (s->f >= s->g) continue;   /* freed and fetched back at the same operator: frees nothing */
         const cand *c = &k->c[s->c];
         const ss_prof_tensor *x = &k->p->tensors[c->t];
         const ss_prof_op *o = &k->p->ops[x->producer];
@@ -576,7 +640,7 @@ static ss_status prune(ctx *k, uint64_t B, int probes, ss_plan **kept, ssi_sim_r
 /* Plans at budget B (a multiple of SS_ALLOC_ALIGN): selection, then simulate-and-adjust
  * rounds; when the allocator cannot keep a selection that fits the byte model (fragmentation),
  * selects again under a lower target. */
-static ss_status plan_at(ctx *k, uint64_t B, attempt *out) {
+static ss_status plan_with(ctx *k, uint64_t B, attempt *out, int strategy) {
     memset(out, 0, sizeof *out);
     int rounds = k->cfg->rounds > 0 ? k->cfg->rounds : 3;
     uint64_t seg = k->cfg->segment_bytes ? k->cfg->segment_bytes : (2u << 20);
@@ -585,7 +649,7 @@ static ss_status plan_at(ctx *k, uint64_t B, attempt *out) {
     ssi_sim_config sc = sim_cfg(k->cfg, B ? B : 1);
     for (int tries = 0; tries < 8; tries++) {
         run r;
-        if ((st = select_at(k, target, &r))) { run_free(&r); break; }
+        if ((st = select_at(k, target, &r, strategy))) { run_free(&r); break; }
         int fits = r.fits;
         for (int round = 0; round < rounds; round++) {
             ss_plan *pl = NULL;
@@ -631,7 +695,25 @@ static ss_status plan_at(ctx *k, uint64_t B, attempt *out) {
         if (step >= fit_oom) break;
         target = fit_oom - step;
     }
-    if (!st && out->plan && out->plan->feasible) st = prune(k, B, k->unattributed ? 1 : 4, &out->plan, &out->sr);
+    if (st) attempt_free(out);
+    return st;
+}
+
+/* Plans at budget B with both selections (MindSpeed's scores and the oldest-first schedule),
+ * keeps the better by the simulator (feasible first, then less stall: better()), and prunes
+ * it. */
+static ss_status plan_at(ctx *k, uint64_t B, attempt *out) {
+    ss_status st = plan_with(k, B, out, 0);
+    if (st) return st;
+    attempt o;
+    if ((st = plan_with(k, B, &o, 1))) { attempt_free(out); return st; }
+    if (o.plan && better(o.plan, out->plan)) {
+        attempt_free(out);
+        *out = o;
+    } else {
+        attempt_free(&o);
+    }
+    if (out->plan && out->plan->feasible) st = prune(k, B, k->unattributed ? 1 : 4, &out->plan, &out->sr);
     if (st) attempt_free(out);
     return st;
 }
