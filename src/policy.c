@@ -66,6 +66,7 @@ typedef struct ctx {
     uint32_t *cand_of;  /* per tensor: candidate index or SS_NONE */
     uint64_t peak0;     /* byte-model peak, no swaps */
     uint64_t tight;     /* byte-model peak with every candidate swapped over (a, b) */
+    uint32_t tight_op;  /* the operator at which it is reached */
     double   compute_s; /* sum of the op times: the iteration with no swaps */
     ssi_sim_result base;/* the unplanned simulation (ctx_base) */
     int      unattributed; /* some op's memory is not explained by the profile's tensors */
@@ -230,12 +231,25 @@ static ss_status ctx_init(ctx *k, const ss_profile *p, const ssi_policy_config *
         for (uint32_t i = 0; i < n; i++) {
             acc += d[i];
             uint64_t v = (uint64_t)((int64_t)k->lvl[i] + acc);
-            if (v > k->tight) k->tight = v;
+            if (v > k->tight) { k->tight = v; k->tight_op = i; }
         }
         free(d);
     }
     for (uint32_t i = 0; i < n; i++) k->compute_s += k->dur[i];
     return SS_OK;
+}
+
+ss_status ssi_policy_floor(const ss_profile *p, const ssi_policy_config *c, uint64_t *out, uint32_t *op,
+                           char *err, size_t err_len) {
+    SS_CHECK_ARG(!p || !c || !out, "ssi_policy_floor: NULL argument");
+    ctx k;
+    ss_status st = ctx_init(&k, p, c, err, err_len);
+    if (!st) {
+        *out = ssi_round_block(k.tight ? k.tight : SS_ALLOC_ALIGN);
+        if (op) *op = k.tight_op;
+    }
+    ctx_free(&k);
+    return st;
 }
 
 /* The unplanned run (no budget), for the allocator's reserved peak; run once, when needed. */

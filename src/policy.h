@@ -68,6 +68,16 @@ void ssi_policy_config_from_options(const ss_options *o, ssi_policy_config *c);
 ss_status ssi_policy_plan(const ss_profile *p, const ssi_policy_config *c, ss_plan **out,
                           ssi_policy_report *rep, char *err, size_t err_len);
 
+/* The smallest budget of a profile (issue 14 item 5, as `smartswap train` computes it for a
+ * configuration): the profile's state plus the largest working set of any single operator, that
+ * is the byte-model peak with every swap candidate (saved, at least c->min_swap_bytes, not
+ * used at once) absent over its whole idle interval, rounded up to SS_ALLOC_ALIGN; *op (may be
+ * NULL) is the operator where it is reached. No plan fits below it; ssi_policy_plan's
+ * min_budget_bytes (a plan that the simulator and its allocator accept) is at least it.
+ * `smartswap plan` and `smartswap replay` print it. Errors as ssi_policy_plan's. */
+ss_status ssi_policy_floor(const ss_profile *p, const ssi_policy_config *c, uint64_t *out, uint32_t *op,
+                           char *err, size_t err_len);
+
 /* The stage machine's plan hook: user is a const ssi_policy_config *. Same results as
  * ssi_policy_plan without the report. */
 ss_status ssi_policy_hook(void *user, const ss_profile *p, ss_plan **out);

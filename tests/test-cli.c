@@ -226,6 +226,48 @@ static void t_plan(void) {
     free(o);
 }
 
+static unsigned long long json_u64(const char *o, const char *key) {
+    const char *p = o ? strstr(o, key) : NULL;
+    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* Issue 14 item 5: replay and plan give the same smallest budget of a profile (state + the
+ * largest working set of one operator, ssi_policy_floor), at least the state and at most the
+ * smallest budget the planner fits; one allocator unit below it no plan fits. */
+static void t_smallest_budget_plan_replay(void) {
+    char *o, args[512];
+    snprintf(args, sizeof args, "trace gen --model gpt2-124m --batch 2 --seq 128 -o %s/sb.jsonl", tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    free(o);
+    snprintf(args, sizeof args, "plan %s/sb.jsonl --budget 2GiB --iter-time 0.1 --json -o %s/sb.plan", tmpdir, tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    unsigned long long pm = json_u64(o, "\"min_budget_bytes\":"), pf = json_u64(o, "\"min_feasible_budget_bytes\":"),
+                       ps = json_u64(o, "\"state_bytes\":");
+    free(o);
+    snprintf(args, sizeof args, "replay %s/sb.jsonl --budget 2GiB --iters 3 --json", tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    unsigned long long rm = json_u64(o, "\"min_budget_bytes\":"), rs = json_u64(o, "\"state_bytes\":");
+    free(o);
+    printf("  gpt2-124m 2x128: smallest budget %llu (state %llu), plan's smallest feasible %llu\n", pm, ps, pf);
+    CHECK_MSG(pm > 0 && pm == rm && ps == rs, "plan %llu (state %llu), replay %llu (state %llu)", pm, ps, rm, rs);
+    CHECK_MSG(pm > ps && pm <= pf && pm % 256 == 0, "smallest budget %llu, state %llu, feasible %llu", pm, ps, pf);
+    /* the text forms name it in bytes */
+    char want[64];
+    snprintf(want, sizeof want, "(%llu bytes) = state", pm);
+    snprintf(args, sizeof args, "replay %s/sb.jsonl --budget 2GiB --iters 2", tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    CHECK_MSG(has(o, "smallest budget") && has(o, want), "%s", o);
+    free(o);
+    snprintf(args, sizeof args, "plan %s/sb.jsonl --budget 2GiB --iter-time 0.1 -o %s/sb.plan", tmpdir, tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    CHECK_MSG(has(o, want), "%s", o);
+    free(o);
+    /* below it the planner fits nothing */
+    snprintf(args, sizeof args, "plan %s/sb.jsonl --budget %llu --iter-time 0.1 -o %s/sb2.plan", tmpdir, pm - 256, tmpdir);
+    CHECK_EQ_INT(run(args, &o), 1);
+    free(o);
+}
+
 static void t_train(void) {
     char *o, args[512];
     const char *m = "train --layers 2 --hidden 32 --heads 4 --kv-heads 1 --ffn 96 --seq 32 --batch 4 "
@@ -344,6 +386,7 @@ int main(void) {
     RUN(t_trace);
     RUN(t_plan);
     RUN(t_plan_min_budget_chunked_loss);
+    RUN(t_smallest_budget_plan_replay);
     RUN(t_train);
     RUN(t_demo_device);
     char cmd[128];

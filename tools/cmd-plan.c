@@ -273,6 +273,11 @@ int cmd_plan(int argc, char **argv) {
      * above its base): how much of the activations must stay on the device at the least */
     ssi_profile_stats ps;
     ssi_profile_stats_get(p, &ps);
+    /* the profile's smallest budget as smartswap train and smartswap replay print it: state +
+     * the largest working set of one operator (ssi_policy_floor) */
+    uint64_t floor_b = 0;
+    uint32_t floor_op = 0;
+    if (rc == 0 && ssi_policy_floor(p, &c, &floor_b, &floor_op, err, sizeof err) != SS_OK) floor_b = 0;
     double min_frac = ps.peak_activation_bytes && rep.min_budget_bytes
                           ? ((double)rep.min_budget_bytes - (double)ps.base_bytes) / (double)ps.peak_activation_bytes
                           : 0;
@@ -288,11 +293,11 @@ int cmd_plan(int argc, char **argv) {
                ",\"host_bytes\":%" PRIu64 ",\"stall_seconds\":%.9g,\"iter_seconds\":%.9g"
                ",\"iter_seconds_before\":%.9g,\"feasible\":%s,\"min_feasible_budget_bytes\":%" PRIu64
                ",\"state_bytes\":%" PRIu64 ",\"activation_bytes\":%" PRIu64
-               ",\"min_feasible_activation_fraction\":%.6g,\"plan\":",
+               ",\"min_feasible_activation_fraction\":%.6g,\"min_budget_bytes\":%" PRIu64 ",\"plan\":",
                c.d2h_bps / 1e9, c.h2d_bps / 1e9, c.host_mem_bytes, rep.nlayers, rep.peak_before,
                rep.peak_after, budget, rep.swapped_bytes, rep.selected, rep.host_bytes, rep.stall_s,
                rep.iter_s, rep.iter_s_before, rep.feasible ? "true" : "false", rep.min_budget_bytes,
-               ps.base_bytes, ps.peak_activation_bytes, min_frac);
+               ps.base_bytes, ps.peak_activation_bytes, min_frac, floor_b);
         if (pl->feasible && rc == 0) json_str(stdout, out); else printf("null");
         printf("}\n");
     } else {
@@ -314,6 +319,12 @@ int cmd_plan(int argc, char **argv) {
                    ss_format_size(ps.peak_activation_bytes, b[9], 32));
         printf("\n                   (this profile's iteration as planned; smartswap train's smallest budget\n"
                "                   covers every length and routing of its configuration: docs/policy.md)\n");
+        if (floor_b)
+            printf("  working set      smallest budget %s (%" PRIu64 " bytes) = state %s + the largest working set of "
+                   "one operator %s (at op %u, %s); smartswap replay prints the same\n",
+                   ss_format_size(floor_b, b[6], 32), floor_b, ss_format_size(ps.base_bytes, b[8], 32),
+                   ss_format_size(floor_b > ps.base_bytes ? floor_b - ps.base_bytes : 0, b[9], 32), floor_op,
+                   p->names[p->ops[floor_op].name]);
         if (pl->feasible && rc == 0) printf("  plan written to  %s\n", out);
         if (plot_path && rc == 0) printf("  plot written to  %s\n", plot_path);
     }

@@ -5,6 +5,7 @@
  * --timeline writes the compute, D2H and H2D lanes of an iteration as a Chrome trace.
  */
 #include "cli.h"
+#include "policy.h"
 #include "replay.h"
 #include "trace.h"
 
@@ -148,6 +149,16 @@ int cmd_replay(int argc, char **argv) {
     rc.time.mode = SSI_TIME_LAYER;
     rc.time.iter_seconds = iter_time;
     rc.time.layers = o.layers > 0 ? (uint32_t)o.layers : 0;
+    /* the profile's smallest budget (ssi_policy_floor), as smartswap plan prints it: state + the
+     * largest working set of one operator */
+    ssi_policy_config pc;
+    ssi_policy_config_from_options(&o, &pc);
+    uint64_t floor_b = 0;
+    uint32_t floor_op = 0;
+    if (ssi_policy_floor(p, &pc, &floor_b, &floor_op, err, sizeof err) != SS_OK) floor_b = 0;
+    err[0] = 0;
+    ssi_profile_stats ps;
+    ssi_profile_stats_get(p, &ps);
     ssi_replay_result r;
     ss_status st = ssi_replay_run(p, &rc, &r, err, sizeof err);
     if (st) {
@@ -165,11 +176,12 @@ int cmd_replay(int argc, char **argv) {
                ",\"matched_bytes\":%" PRIu64 ",\"planned_bytes\":%" PRIu64 ",\"misses\":%" PRIu64
                ",\"stalls\":%" PRIu64 ",\"stall_s\":%.9g,\"evictions\":%" PRIu64
                ",\"event_queries\":%" PRIu64 ",\"waits\":%" PRIu64 ",\"reuse_mean_s\":%.9g"
-               ",\"plans_made\":%" PRIu64 ",\"per_iter\":[",
+               ",\"plans_made\":%" PRIu64 ",\"state_bytes\":%" PRIu64 ",\"min_budget_bytes\":%" PRIu64
+               ",\"per_iter\":[",
                ss_swap_mode_name(rc.mode), o.release_mode ? "stock" : "predicted", r.iters,
                r.corrupt_reads, r.oom, r.peak_bytes, r.budget_bytes, r.swapped_bytes,
                r.swapped_in_bytes, r.matched_bytes, r.planned_bytes, r.misses, r.stalls, r.stall_s,
-               r.evictions, r.event_queries, r.waits, r.reuse_mean_s, r.plans_made);
+               r.evictions, r.event_queries, r.waits, r.reuse_mean_s, r.plans_made, ps.base_bytes, floor_b);
         for (uint32_t i = 0; r.it && i < r.iters; i++) {
             const ssi_replay_iter *it = &r.it[i];
             printf("%s{\"iter\":%u,\"stage\":\"%s\",\"ops\":%u,\"peak_bytes\":%" PRIu64
@@ -207,6 +219,12 @@ int cmd_replay(int argc, char **argv) {
                r.iters, r.corrupt_reads, r.oom, ss_format_size(r.peak_bytes, b[1], 32),
                ss_format_size(r.budget_bytes, b[2], 32), ss_format_size(r.swapped_bytes, b[3], 32),
                r.evictions, r.misses, r.stalls, r.event_queries, r.reuse_mean_s);
+        if (floor_b)
+            printf("smallest budget %s (%" PRIu64 " bytes) = state %s + the largest working set of one operator %s "
+                   "(at op %u, %s); smartswap plan prints the same\n",
+                   ss_format_size(floor_b, b[1], 32), floor_b, ss_format_size(ps.base_bytes, b[2], 32),
+                   ss_format_size(floor_b > ps.base_bytes ? floor_b - ps.base_bytes : 0, b[3], 32), floor_op,
+                   p->names[p->ops[floor_op].name]);
         if (rc.timeline_path) printf("timeline: %s\n", rc.timeline_path);
     }
     int bad = r.corrupt_reads || r.oom;
