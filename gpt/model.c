@@ -39,6 +39,9 @@ static const char *op_bwd_names[OP_COUNT] = {"embedding_bwd", "rmsnorm_bwd", "ma
 
 #define GPT_MAX_EXPERTS 64
 
+/* How a saved tensor is rebuilt (gpt_tensor.rc_kind): the kernel call that made it, again. */
+enum { RC_NONE, RC_RMSNORM, RC_MATMUL, RC_MATMUL_ROPE, RC_SWIGLU };
+
 /* ------------------------------------------------------------------------------------------ */
 /* configuration                                                                                */
 
@@ -208,6 +211,9 @@ static void flush_saves(gpt_model *m, gpt_tensor *t) {
             break;
         }
         m->hpool[t->pend[i].slot] = h;
+        m->hten[t->pend[i].slot] = t;
+        if (!t->h0) t->h0 = h;
+        t->saves_live++;
     }
     t->npend = 0;
 }
@@ -268,6 +274,9 @@ static void save(gpt_model *m, gpt_node *n, gpt_tensor *t) {
         uint64_t *p = realloc(m->hpool, cap * sizeof *p);
         if (!p) { fail(m, "out of host memory for the tape"); return; }
         m->hpool = p;
+        gpt_tensor **q = realloc(m->hten, cap * sizeof *q);
+        if (!q) { fail(m, "out of host memory for the tape"); return; }
+        m->hten = q;
         m->caphpool = cap;
     }
     if (t->npend == t->cappend) {
@@ -287,6 +296,8 @@ static void save(gpt_model *m, gpt_node *n, gpt_tensor *t) {
     pd->info.bytes = t->n * sizeof(float);
     pd->info.ordinal = n->nsaved;
     pd->info.layer = n->layer;
+    pd->info.rebuildable = t->rc_kind != RC_NONE;
+    m->hten[m->nhpool] = NULL;
     m->hpool[m->nhpool++] = 0;
     n->nsaved++;
     m->stats.saves++;
@@ -331,6 +342,7 @@ static gpt_tensor *op_rmsnorm(gpt_model *m, gpt_tensor *x, gpt_tensor *w, const 
     gpt_tensor *r = new_act(m, rn, layer, 2, B, T, 0, 0);
     if (!y || !r) { drop(m, y); drop(m, r); return NULL; }
     k_rmsnorm_fwd(F(y->buf), F(r->buf), F(x->buf), F(w->buf), B * T, C, m->cfg.norm_eps);
+    y->rc_kind = RC_RMSNORM; y->rc_in[0] = x; y->rc_w = w; y->rc_op[0] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 1;
     gpt_node *n = push_node(m, OP_RMSNORM, layer, site);
     if (n) { n->in[0] = x; n->w = w; n->out = y; save(m, n, x); save(m, n, r); }
     drop(m, r);
@@ -347,6 +359,7 @@ static gpt_tensor *op_matmul(gpt_model *m, gpt_tensor *x, gpt_tensor *w, const c
                                  : new_act(m, name, layer, 2, M, N, 0, 0);
     if (!y) return NULL;
     k_matmul_fwd(F(y->buf), F(x->buf), F(w->buf), M, K, N);
+    y->rc_kind = RC_MATMUL; y->rc_in[0] = x; y->rc_w = w; y->rc_op[0] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 1;
     gpt_node *n = push_node(m, OP_MATMUL, layer, site);
     if (n) { n->in[0] = x; n->w = w; n->out = y; save(m, n, x); }
     return y;
@@ -360,6 +373,10 @@ static gpt_tensor *op_rope(gpt_model *m, gpt_tensor *x, int H, const char *name,
     gpt_tensor *y = new_act(m, name, layer, 4, B, T, H, hd);
     if (!y) return NULL;
     k_rope_fwd(F(y->buf), F(x->buf), F(m->rope_cos), F(m->rope_sin), B, T, H, hd);
+    if (x->rc_kind == RC_MATMUL) {   /* y = rope(x_in . w^T): both kernel calls again */
+        y->rc_kind = RC_MATMUL_ROPE; y->rc_in[0] = x->rc_in[0]; y->rc_w = x->rc_w; y->rc_heads = H;
+        y->rc_op[0] = x->rc_op[0]; y->rc_op[1] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 2;
+    }
     gpt_node *n = push_node(m, OP_ROPE, layer, site);
     if (n) { n->in[0] = x; n->out = y; }
     return y;
@@ -405,6 +422,7 @@ static gpt_tensor *op_swiglu(gpt_model *m, gpt_tensor *g, gpt_tensor *u, const c
     gpt_tensor *y = new_act(m, name, layer, g->ndim, g->shape[0], g->shape[1], g->shape[2], 0);
     if (!y) return NULL;
     k_swiglu_fwd(F(y->buf), F(g->buf), F(u->buf), y->n);
+    y->rc_kind = RC_SWIGLU; y->rc_in[0] = g; y->rc_in[1] = u; y->rc_op[0] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 1;
     gpt_node *n = push_node(m, OP_SWIGLU, layer, site);
     if (n) { n->in[0] = g; n->in[1] = u; n->out = y; save(m, n, g); save(m, n, u); }
     return y;
@@ -641,21 +659,114 @@ static gpt_tensor *layer_forward(gpt_model *m, int l, gpt_tensor *x) {
 
 static void backward_to(gpt_model *m, size_t stop);
 
+/* ---- rebuilding dropped saves (the hybrid's recompute) ------------------------------------ */
+
+static int rc_nsrc(const gpt_tensor *t) { return t->rc_kind == RC_SWIGLU ? 2 : t->rc_kind ? 1 : 0; }
+
+/* 1 when every source of t is a save still held (so t can be rebuilt now). */
+static int rc_ready(const gpt_tensor *t) {
+    for (int k = 0; k < rc_nsrc(t); k++)
+        if (!t->rc_in[k] || !t->rc_in[k]->h0 || t->rc_in[k]->saves_live < 1) return 0;
+    return t->rc_kind != RC_NONE;
+}
+
+/* Tells the hooks how t is rebuilt, once (at its first load, when its sources' handles exist). */
+static void rc_report(gpt_model *m, gpt_tensor *t) {
+    if (t->rc_reported || !m->hooks.recipe || !rc_ready(t)) return;
+    t->rc_reported = 1;
+    uint64_t src[2] = {0, 0};
+    for (int k = 0; k < rc_nsrc(t); k++) src[k] = t->rc_in[k]->h0;
+    m->hooks.recipe(m->hooks.user, t->h0, src, rc_nsrc(t), t->rc_op, t->rc_nop);
+}
+
+static const float *load_tensor(gpt_model *m, gpt_tensor *t, uint64_t h);
+
+/* t's data, rebuilt by the kernel call that made it from its sources (loaded, or rebuilt in
+ * turn), into a buffer held until t's last save is released. Same kernel, same inputs, same
+ * bits. */
+static const float *rebuild(gpt_model *m, gpt_tensor *t) {
+    if (t->rbuf) return F(t->rbuf);
+    if (m->err) return NULL;
+    if (!rc_ready(t)) { fail(m, "internal: %s was dropped but its sources are gone", t->name); return NULL; }
+    const float *in[2] = {NULL, NULL};
+    for (int k = 0; k < rc_nsrc(t); k++) {
+        in[k] = load_tensor(m, t->rc_in[k], t->rc_in[k]->h0);
+        if (!in[k]) return NULL;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "%s.rebuild", t->name);
+    gpt_buf *b = gpt_mem_alloc(m->mem, name, t->n * sizeof(float), GPT_MEM_ACT);
+    if (!b) { fail(m, "%s", m->mem->err); return NULL; }
+    int C = m->cfg.hidden;
+    switch (t->rc_kind) {
+    case RC_RMSNORM: {          /* the rstd it writes again is a scratch (the saved one stays) */
+        int M = (int)(t->n / (size_t)C);
+        gpt_buf *r = gpt_mem_alloc(m->mem, "rstd.rebuild", (size_t)M * sizeof(float), GPT_MEM_ACT);
+        if (!r) { fail(m, "%s", m->mem->err); break; }
+        k_rmsnorm_fwd(F(b), F(r), in[0], F(t->rc_w->buf), M, C, m->cfg.norm_eps);
+        gpt_buf_unref(m->mem, r);
+        break;
+    }
+    case RC_MATMUL: {
+        int N = t->rc_w->shape[0], K = t->rc_w->shape[1];
+        k_matmul_fwd(F(b), in[0], F(t->rc_w->buf), (int)(t->n / (size_t)N), K, N);
+        break;
+    }
+    case RC_MATMUL_ROPE: {      /* (B,T,H,hd) = rope(x . w^T), through a scratch for the product */
+        int N = t->rc_w->shape[0], K = t->rc_w->shape[1], hd = C / m->cfg.heads;
+        gpt_buf *q = gpt_mem_alloc(m->mem, "rope.in.rebuild", t->n * sizeof(float), GPT_MEM_ACT);
+        if (!q) { fail(m, "%s", m->mem->err); break; }
+        k_matmul_fwd(F(q), in[0], F(t->rc_w->buf), (int)(t->n / (size_t)N), K, N);
+        k_rope_fwd(F(b), F(q), F(m->rope_cos), F(m->rope_sin), t->shape[0], t->shape[1], t->rc_heads, hd);
+        gpt_buf_unref(m->mem, q);
+        break;
+    }
+    case RC_SWIGLU:
+        k_swiglu_fwd(F(b), in[0], in[1], t->n);
+        break;
+    default:
+        fail(m, "internal: %s has no rebuild recipe", t->name);
+    }
+    if (m->err) { gpt_buf_unref(m->mem, b); return NULL; }
+    t->rbuf = b;
+    m->stats.rebuilt++;
+    m->stats.rebuilt_bytes += t->n * sizeof(float);
+    return F(b);
+}
+
+/* The data of save h of tensor t: rebuilt when the hooks dropped it, else loaded. */
+static const float *load_tensor(gpt_model *m, gpt_tensor *t, uint64_t h) {
+    if (t && t->rc_kind) rc_report(m, t);
+    if (t && t->rc_kind && m->hooks.dropped && m->hooks.dropped(m->hooks.user, h)) return rebuild(m, t);
+    return load(m, h);
+}
+
+/* Releases save slot i of the tape (and t's rebuilt data after its last save). */
+static void release_slot(gpt_model *m, size_t i) {
+    gpt_tensor *t = m->hten[i];
+    if (m->hpool[i]) m->hooks.release(m->hooks.user, m->hpool[i]);
+    m->hpool[i] = 0;
+    m->hten[i] = NULL;
+    if (t && --t->saves_live <= 0 && t->rbuf) {
+        gpt_buf_unref(m->mem, t->rbuf);
+        t->rbuf = NULL;
+    }
+}
+
 /* Recompute mode: the node holds the layer input x (saved) and the layer output y. Re-runs the
  * layer's forward from a copy of x while recording, hands y's gradient to the recomputed
  * output, and walks the recorded nodes back; x's gradient accumulates as in mode none. */
 static void ckpt_backward(gpt_model *m, gpt_node nd) {
     gpt_tensor *x = nd.in[0], *y = nd.out;
     uint64_t h = m->hpool[nd.s0];
-    float *xs = load(m, h);
+    const float *xs = load_tensor(m, m->hten[nd.s0], h);
     if (m->err) return;
     char name[64];
     snprintf(name, sizeof name, "%s.recompute", x->name);
     x->buf = gpt_mem_alloc(m->mem, name, x->n * sizeof(float), GPT_MEM_ACT);
     if (!x->buf) { fail(m, "%s", m->mem->err); return; }
     memcpy(x->buf->ptr, xs, x->n * sizeof(float));
-    m->hooks.release(m->hooks.user, h);
-    m->hpool[nd.s0] = 0;
+    release_slot(m, nd.s0);
     size_t stop = m->ntape;
     m->recording = 1;
     uint64_t ops0 = m->stats.ops;
@@ -686,7 +797,7 @@ static void node_backward(gpt_model *m, gpt_node *n) {
         return;
     }
     float *s[GPT_MAX_EXPERTS + 4];
-    for (int i = 0; i < n->nsaved; i++) s[i] = load(m, m->hpool[n->s0 + i]);
+    for (int i = 0; i < n->nsaved; i++) s[i] = (float *)load_tensor(m, m->hten[n->s0 + i], m->hpool[n->s0 + i]);
     if (m->err) return;
     switch (n->kind) {
     case OP_EMBED:
@@ -769,10 +880,7 @@ static void node_backward(gpt_model *m, gpt_node *n) {
     default:
         fail(m, "internal: unknown tape node %d", n->kind);
     }
-    for (int i = 0; i < n->nsaved; i++) {
-        m->hooks.release(m->hooks.user, m->hpool[n->s0 + i]);
-        m->hpool[n->s0 + i] = 0;
-    }
+    for (int i = 0; i < n->nsaved; i++) release_slot(m, n->s0 + i);
     n->nsaved = 0;
     if (n->out) { gpt_buf_unref(m->mem, n->out->grad); n->out->grad = NULL; }
 }
@@ -788,7 +896,7 @@ static void backward_to(gpt_model *m, size_t stop) {
 /* Frees everything the micro-batch still holds (after success: only tensor structs). */
 static void end_iteration(gpt_model *m) {
     for (size_t i = 0; i < m->nhpool; i++)
-        if (m->hpool[i]) m->hooks.release(m->hooks.user, m->hpool[i]);
+        if (m->hpool[i]) release_slot(m, i);
     m->nhpool = 0;
     m->ntape = 0;
     gpt_tensor *t = m->acts;
@@ -796,6 +904,7 @@ static void end_iteration(gpt_model *m) {
         gpt_tensor *next = t->next;
         gpt_buf_unref(m->mem, t->buf);
         gpt_buf_unref(m->mem, t->grad);
+        gpt_buf_unref(m->mem, t->rbuf);
         free(t->pend);
         free(t);
         t = next;
@@ -1101,6 +1210,7 @@ void gpt_model_free(gpt_model *m) {
     free(m->layer);
     free(m->tape);
     free(m->hpool);
+    free(m->hten);
     memset(m, 0, sizeof *m);
 }
 

@@ -76,6 +76,17 @@ typedef struct gpt_tensor {
     struct gpt_tensor *next;    /* the iteration's list of activation tensors */
     gpt_pending *pend;          /* saves not yet handed to the hooks */
     int          npend, cappend;
+    /* how to rebuild it with the kernel call that made it (the hybrid's recompute, model.c):
+     * rc_kind GPT_RC_* (0: not rebuildable), from the saved tensors rc_in and parameter rc_w;
+     * rc_op: this iteration's indices of the operators whose kernel calls it re-runs */
+    int          rc_kind, rc_nop, rc_heads;
+    struct gpt_tensor *rc_in[2];
+    struct gpt_tensor *rc_w;
+    uint32_t     rc_op[2];
+    int          rc_reported;   /* its recipe went to the hooks (once per tensor) */
+    uint64_t     h0;            /* the tape handle of its first save (0: none yet) */
+    int          saves_live;    /* its saves handed to the hooks and not yet released */
+    gpt_buf     *rbuf;          /* rebuilt data, held until its last save is released */
 } gpt_tensor;
 
 typedef struct gpt_layer {
@@ -112,6 +123,7 @@ typedef struct gpt_node {
 
 typedef struct gpt_stats {        /* of the last step (iteration), all its micro-batches */
     uint64_t ops, saves, saved_bytes, recomputed_ops;
+    uint64_t rebuilt, rebuilt_bytes;  /* saved tensors the hooks dropped and backward rebuilt */
     uint64_t peak_bytes, act_peak_bytes;
     uint64_t micro, tokens;          /* micro-batches and tokens trained (eval: evaluated) */
     uint64_t experts_run, experts_idle;  /* MoE: expert MLPs run / skipped (no token) */
@@ -144,6 +156,7 @@ typedef struct gpt_model {
     int         recording;
     gpt_tensor *acts;
     uint64_t   *hpool;                    /* tape handles of the iteration's nodes */
+    gpt_tensor **hten;                    /* the tensor of each hpool slot */
     size_t      nhpool, caphpool;
     gpt_route  *routes;
     const int  *tokens, *targets;         /* (B,T) host ints */

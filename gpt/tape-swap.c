@@ -16,7 +16,7 @@ static void sw_iter_begin(void *user, int step) {
     gpt_ssswap *s = user;
     (void)step;
     s->op_hash = 1469598103934665603ull;
-    s->ops = s->saves = s->blocks = s->saved_bytes = s->block_bytes = 0;
+    s->ops = s->saves = s->blocks = s->saved_bytes = s->block_bytes = s->dropped = s->dropped_bytes = 0;
     ss_status st = ss_ctx_iter_begin(s->ctx);
     if (st) fail(s, "ss_ctx_iter_begin", st);
 }
@@ -49,7 +49,7 @@ static void sw_op(void *user, const char *name, uint64_t site) {
 
 static int sw_save(void *user, gpt_buf *buf, const gpt_save_info *info, uint64_t *handle) {
     gpt_ssswap *s = user;
-    if (!buf->impl) { snprintf(s->err, sizeof s->err, "%s is not a smartswap allocator block", buf->name); return 1; }
+    if (!buf->impl && !(buf->ext_refs > 0 && !buf->ext)) { snprintf(s->err, sizeof s->err, "%s is not a smartswap allocator block", buf->name); return 1; }
     if (s->nslots == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 256;
         gpt_buf **t = realloc(s->slots, cap * sizeof *t);
@@ -64,6 +64,18 @@ static int sw_save(void *user, gpt_buf *buf, const gpt_save_info *info, uint64_t
         buf->ext = h;
         s->blocks++;
         s->block_bytes += info->bytes;
+        int rc = 0;
+        if (info->rebuildable && (st = ss_ctx_recompute_planned(s->ctx, h, &rc))) return fail(s, "ss_ctx_recompute_planned", st);
+        if (rc) {
+            /* the plan recomputes it: the context frees the block now, backward rebuilds it */
+            if ((st = ss_ctx_release(s->ctx, h))) return fail(s, "ss_ctx_release", st);
+            buf->foreign = 1;
+            buf->ptr = NULL;
+            buf->impl = NULL;
+            buf->ext = 0;
+            s->dropped++;
+            s->dropped_bytes += info->bytes;
+        }
     }
     buf->ext_refs++;
     gpt_buf_ref(buf);
@@ -80,6 +92,11 @@ static int sw_load(void *user, uint64_t handle, void **ptr) {
         snprintf(s->err, sizeof s->err, "load of unknown or released handle %llu", (unsigned long long)handle);
         return 1;
     }
+    if (!s->slots[handle - 1]->ext) {
+        snprintf(s->err, sizeof s->err, "load of %s, which the plan recomputes (the model rebuilds it)",
+                 s->slots[handle - 1]->name);
+        return 1;
+    }
     ss_status st = ss_ctx_load(s->ctx, s->slots[handle - 1]->ext, NULL, ptr);
     return st ? fail(s, "ss_ctx_load", st) : 0;
 }
@@ -89,7 +106,7 @@ static void sw_release(void *user, uint64_t handle) {
     if (handle == 0 || handle > s->nslots || !s->slots[handle - 1]) return;
     gpt_buf *b = s->slots[handle - 1];
     s->slots[handle - 1] = NULL;
-    if (--b->ext_refs == 0) {
+    if (--b->ext_refs == 0 && b->ext) {
         /* the context frees the block (or the executor, wherever the bytes are now) */
         ss_status st = ss_ctx_release(s->ctx, b->ext);
         if (st) fail(s, "ss_ctx_release", st);
@@ -103,6 +120,25 @@ static void sw_release(void *user, uint64_t handle) {
 }
 
 static const char *sw_error(void *user) { return ((gpt_ssswap *)user)->err; }
+
+static int sw_dropped(void *user, uint64_t handle) {
+    gpt_ssswap *s = user;
+    return handle && handle <= s->nslots && s->slots[handle - 1] && !s->slots[handle - 1]->ext;
+}
+
+/* The recipe goes to the context for its profile (a no-op unless the iteration is recorded);
+ * a dropped save, or one rebuilt from a dropped one, is not reported. */
+static void sw_recipe(void *user, uint64_t handle, const uint64_t *src, int nsrc, const uint32_t *ops, int nop) {
+    gpt_ssswap *s = user;
+    if (sw_dropped(s, handle) || handle == 0 || handle > s->nslots || !s->slots[handle - 1]) return;
+    uint64_t cs[2] = {0, 0};
+    for (int k = 0; k < nsrc && k < 2; k++) {
+        if (sw_dropped(s, src[k]) || src[k] == 0 || src[k] > s->nslots || !s->slots[src[k] - 1]) return;
+        cs[k] = s->slots[src[k] - 1]->ext;
+    }
+    ss_status st = ss_ctx_recomputable(s->ctx, s->slots[handle - 1]->ext, cs, (uint32_t)nsrc, ops, (uint32_t)nop);
+    if (st) fail(s, "ss_ctx_recomputable", st);
+}
 
 int gpt_ssswap_init(gpt_ssswap *s, gpt_mem *mem, const ss_options *opts) {
     memset(s, 0, sizeof *s);
@@ -119,7 +155,8 @@ int gpt_ssswap_init(gpt_ssswap *s, gpt_mem *mem, const ss_options *opts) {
 }
 
 gpt_hooks gpt_hooks_ssswap(gpt_ssswap *s) {
-    gpt_hooks h = {s, sw_iter_begin, sw_iter_end, sw_op, sw_save, sw_load, sw_release, sw_error};
+    gpt_hooks h = {s, sw_iter_begin, sw_iter_end, sw_op, sw_save, sw_load, sw_release, sw_error, sw_dropped,
+                   sw_recipe};
     return h;
 }
 

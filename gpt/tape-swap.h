@@ -30,9 +30,16 @@ typedef struct gpt_ssswap {
     uint64_t        op_hash, ops, saves, blocks, saved_bytes;   /* this iteration */
     uint64_t        block_bytes; /* this iteration: bytes of the distinct blocks handed to the
                                     context (what the link would move to swap them all) */
+    uint64_t        dropped, dropped_bytes;   /* this iteration: blocks the plan recomputes
+                                    (freed at their save; backward rebuilds them, model.c) */
     ss_iter_report  last;
     char            err[256];
 } gpt_ssswap;
+
+/* Swap or recompute (docs/trainer.md): every rebuildable save's recipe goes to the context
+ * (ss_ctx_recomputable) at its first load; when the executor matched a save to a recompute entry
+ * (ss_ctx_recompute_planned), the block is released at once and backward rebuilds it. Whether
+ * the plan may recompute is the executor's choice (ss_exec_config.hybrid). */
 
 /* 0, or non-zero with the reason in s->err (mem not made by gpt_mem_init_ss, context errors). */
 int gpt_ssswap_init(gpt_ssswap *s, gpt_mem *mem, const ss_options *opts);

@@ -7,11 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A dropped save's slot (drop_rebuildable): live, but no data held. */
+static gpt_buf k_dropped;
+
 static void keep_iter_begin(void *user, int step) {
     gpt_keep *k = user;
     (void)step;
     k->op_hash = 1469598103934665603ull;
-    k->ops = k->saves = k->loads = k->saved_bytes = 0;
+    k->ops = k->saves = k->loads = k->saved_bytes = k->dropped_saves = 0;
 }
 
 static void keep_iter_end(void *user) { (void)user; }
@@ -34,8 +37,13 @@ static int keep_save(void *user, gpt_buf *buf, const gpt_save_info *info, uint64
         k->slots = s;
         k->cap = cap;
     }
-    gpt_buf_ref(buf);
-    k->slots[k->nslots++] = buf;
+    if (k->drop_rebuildable && info->rebuildable) {
+        k->slots[k->nslots++] = &k_dropped;
+        k->dropped_saves++;
+    } else {
+        gpt_buf_ref(buf);
+        k->slots[k->nslots++] = buf;
+    }
     *handle = k->nslots;
     k->saves++;
     k->saved_bytes += info->bytes;
@@ -49,6 +57,11 @@ static int keep_load(void *user, uint64_t handle, void **ptr) {
                  (unsigned long long)handle);
         return 1;
     }
+    if (k->slots[handle - 1] == &k_dropped) {
+        snprintf(k->err, sizeof k->err, "load of dropped handle %llu (it is to be rebuilt)",
+                 (unsigned long long)handle);
+        return 1;
+    }
     *ptr = k->slots[handle - 1]->ptr;
     k->loads++;
     return 0;
@@ -57,13 +70,18 @@ static int keep_load(void *user, uint64_t handle, void **ptr) {
 static void keep_release(void *user, uint64_t handle) {
     gpt_keep *k = user;
     if (handle == 0 || handle > k->nslots || !k->slots[handle - 1]) return;
-    gpt_buf_unref(k->mem, k->slots[handle - 1]);
+    if (k->slots[handle - 1] != &k_dropped) gpt_buf_unref(k->mem, k->slots[handle - 1]);
     k->slots[handle - 1] = NULL;
     /* every handle released: start the table again */
     while (k->nslots && !k->slots[k->nslots - 1]) k->nslots--;
 }
 
 static const char *keep_error(void *user) { return ((gpt_keep *)user)->err; }
+
+static int keep_dropped(void *user, uint64_t handle) {
+    gpt_keep *k = user;
+    return handle && handle <= k->nslots && k->slots[handle - 1] == &k_dropped;
+}
 
 void gpt_keep_init(gpt_keep *k, gpt_mem *mem) {
     memset(k, 0, sizeof *k);
@@ -72,12 +90,13 @@ void gpt_keep_init(gpt_keep *k, gpt_mem *mem) {
 
 gpt_hooks gpt_hooks_keep(gpt_keep *k) {
     gpt_hooks h = {k, keep_iter_begin, keep_iter_end, keep_op, keep_save, keep_load, keep_release,
-                   keep_error};
+                   keep_error, keep_dropped, NULL};
     return h;
 }
 
 void gpt_keep_free(gpt_keep *k) {
-    for (size_t i = 0; i < k->nslots; i++) gpt_buf_unref(k->mem, k->slots[i]);
+    for (size_t i = 0; i < k->nslots; i++)
+        if (k->slots[i] != &k_dropped) gpt_buf_unref(k->mem, k->slots[i]);
     free(k->slots);
     k->slots = NULL;
     k->nslots = k->cap = 0;

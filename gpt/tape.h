@@ -30,6 +30,9 @@ typedef struct gpt_save_info {
     uint64_t    bytes;
     int         ordinal;   /* index among the tensors this operator saves */
     int         layer;     /* -1 outside the layers */
+    int         rebuildable;   /* 1: the model can rebuild it by re-running the kernel call that
+                                  made it (from other saved tensors), so a store may drop it
+                                  (dropped below) instead of keeping or swapping it */
 } gpt_save_info;
 
 typedef struct gpt_hooks {
@@ -41,6 +44,16 @@ typedef struct gpt_hooks {
     int  (*load)(void *user, uint64_t handle, void **ptr);
     void (*release)(void *user, uint64_t handle);
     const char *(*error)(void *user);          /* last error message */
+    /* Optional (NULL: never dropped). 1 when the store dropped the data of a rebuildable save
+     * (gpt_save_info.rebuildable): backward then never loads it but rebuilds it with the
+     * identical kernel call; release is still called. */
+    int  (*dropped)(void *user, uint64_t handle);
+    /* Optional. How a rebuildable save is rebuilt, told once per tensor at its first load in
+     * backward (when its sources' handles exist): from the saves src[0 .. nsrc) (handles) by
+     * re-running the kernel calls of the iteration's operators ops[0 .. nop) (0 = the first op
+     * reported since iter_begin). For a store that plans (tape-swap.c). */
+    void (*recipe)(void *user, uint64_t handle, const uint64_t *src, int nsrc, const uint32_t *ops,
+                   int nop);
 } gpt_hooks;
 
 /* The reference store: everything stays resident. */
@@ -50,6 +63,9 @@ typedef struct gpt_keep {
     size_t    nslots, cap;
     uint64_t  op_hash;      /* FNV-1a over (name, site) of this iteration's ops */
     uint64_t  ops, saves, loads, saved_bytes;   /* this iteration */
+    int       drop_rebuildable;   /* tests: drop every rebuildable save (gpt_save_info.rebuildable)
+                                     at once, so backward rebuilds each of them */
+    uint64_t  dropped_saves;      /* this iteration: saves dropped so */
     char      err[160];
 } gpt_keep;
 

@@ -225,7 +225,7 @@ int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t mi
     gpt_mem_backend be = {"probe", &p, mb_alloc0, mb_free, NULL, mb_alloc};
     gpt_mem_init_backend(&mem, &be, 0);
     p.mem = &mem;
-    gpt_hooks h = {&p, mb_iter_begin, mb_iter_end, mb_op, mb_save, mb_load, mb_release, mb_error};
+    gpt_hooks h = {&p, mb_iter_begin, mb_iter_end, mb_op, mb_save, mb_load, mb_release, mb_error, NULL, NULL};
     gpt_model m;
     int rc = 1;
     size_t n = (size_t)B * (size_t)T;

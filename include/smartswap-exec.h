@@ -50,6 +50,10 @@ typedef struct ss_exec_config {
                                      as the stage machine's plan hook, configured from the
                                      context's options (budget: options.budget_bytes, else the
                                      allocator's budget); 0: keep the current hook */
+    int            hybrid;        /* with use_policy: 1 installs the hybrid (swap or recompute per
+                                     tensor, docs/policy.md) instead of the pure-swap policy; it
+                                     recomputes only tensors the caller registered
+                                     (ss_ctx_recomputable). 0 (default): swap only */
 } ss_exec_config;
 
 /* mode SS_SWAP_SMARTSWAP, own host pool, poison -1, use_policy 1. */

@@ -301,6 +301,24 @@ ss_status ss_ctx_load(ss_ctx_t *ctx, uint64_t handle, ss_stream_t *stream, void 
  * invalid afterwards. SS_ERR_STATE for a released or unknown handle. Any thread. */
 ss_status ss_ctx_release(ss_ctx_t *ctx, uint64_t handle);
 
+/* Registers how the saved tensor `handle` can be rebuilt instead of kept or swapped: by
+ * re-running the kernel calls of the operators ops[0 .. nop) (iteration operator indices, 0 =
+ * the first ss_ctx_op of the iteration; 1 or 2 of them) on the saved tensors src[0 .. nsrc)
+ * (handles, at most 2) and parameters. The hybrid policy (docs/policy.md, "Swap or recompute")
+ * may then plan it SS_PLAN_RECOMPUTE; ss_ctx_recompute_planned says so at save time. Any time
+ * in the iteration the tensors were saved in, before their first load; only recorded in a
+ * detailed iteration (otherwise a cheap no-op). SS_ERR_INVALID for a bad count or an operator
+ * not yet run, SS_ERR_STATE for a handle that is not live or of another iteration. Driving
+ * thread. */
+ss_status ss_ctx_recomputable(ss_ctx_t *ctx, uint64_t handle, const uint64_t *src, uint32_t nsrc,
+                              const uint32_t *ops, uint32_t nop);
+
+/* *yes = 1 when the executor matched the saved tensor `handle` to a recompute entry of the
+ * plan: the caller then releases it at once and rebuilds it, when backward needs it, by
+ * re-running the registered kernel calls (never loading it). 0 otherwise (and without an
+ * executor). Any thread. */
+ss_status ss_ctx_recompute_planned(ss_ctx_t *ctx, uint64_t handle, int *yes);
+
 /* Actions for framework-owned memory, polled by the caller (e.g. at every pack and unpack). */
 typedef enum ss_action_kind {
     SS_ACTION_ALLOC = 1,  /* allocate `bytes` of device memory for the swap-in of `handle` on

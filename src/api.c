@@ -465,6 +465,43 @@ ss_status ss_ctx_load(ss_ctx_t *ctx, uint64_t handle, ss_stream_t *stream, void 
     return st;
 }
 
+ss_status ss_ctx_recomputable(ss_ctx_t *ctx, uint64_t handle, const uint64_t *src, uint32_t nsrc,
+                              const uint32_t *ops, uint32_t nop) {
+    SS_CHECK_ARG(!ctx || (nsrc && !src) || !ops || nop < 1 || nop > 2 || nsrc > 2,
+                 "ss_ctx_recomputable: NULL argument, or not 1..2 operators and 0..2 sources");
+    if (ctx->opts.disable) return SS_OK;
+    pthread_mutex_lock(&ctx->lock);
+    ss_status st = SS_OK;
+    ssi_handle *e = ssi_ctx_handle(ctx, handle);
+    uint32_t n = atomic_load_explicit(&ctx->n, memory_order_relaxed);
+    uint32_t so[2] = {0, 0};
+    if (!e || e->iter != ctx->iter || !ctx->in_iter) {
+        SS_ERROR("ss_ctx_recomputable: handle %#llx is not live in this iteration", (unsigned long long)handle);
+        st = SS_ERR_STATE;
+    }
+    for (uint32_t k = 0; k < nsrc && !st; k++) {
+        ssi_handle *y = ssi_ctx_handle(ctx, src[k]);
+        if (!y || y->iter != ctx->iter || y == e) {
+            SS_ERROR("ss_ctx_recomputable: source %u (%#llx) is not another live handle of this iteration", k,
+                     (unsigned long long)src[k]);
+            st = SS_ERR_STATE;
+        } else {
+            so[k] = y->ord;
+        }
+    }
+    for (uint32_t k = 0; k < nop && !st; k++)
+        if (ops[k] >= n) {
+            SS_ERROR("ss_ctx_recomputable: operator %u has not run (%u so far)", ops[k], n);
+            st = SS_ERR_INVALID;
+        }
+    if (!st && ctx->st.recording) {
+        st = ssi_rec_recompute(ctx, e->ord, so, nsrc, ops, nop);
+        if (st == SS_ERR_INVALID) st = SS_OK;   /* a tensor or operator the recording does not hold */
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
 ss_status ss_ctx_release(ss_ctx_t *ctx, uint64_t handle) {
     SS_CHECK_ARG(!ctx, "ss_ctx_release: ctx is NULL");
     pthread_mutex_lock(&ctx->lock);

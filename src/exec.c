@@ -30,6 +30,7 @@
  */
 #include "exec.h"
 #include "policy.h"
+#include "recompute.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -54,6 +55,8 @@ typedef struct xt {
     void    *ptr_in;           /* SS_MEM_FRAMEWORK: the buffer of the swap-in */
     int      poisoned;
     int      asked;            /* SS_MEM_FRAMEWORK: an SS_ACTION_ALLOC is out, not answered */
+    int      rc;               /* matched an SS_PLAN_RECOMPUTE entry: never copied; the caller
+                                  releases it and rebuilds it (ss_ctx_recompute_planned) */
 } xt;
 
 typedef struct hitem { uint64_t k1, k2, hv; } hitem;
@@ -966,7 +969,10 @@ static ss_status x_save(void *self, ss_ctx_t *ctx, uint64_t hv, ssi_handle *h) {
             const ss_plan_entry *e = &x->plan->entries[k];
             x->rep.matched_bytes += e->bytes;
             if (exact) x->rep.matched_exact++; else x->rep.matched_fuzzy++;
-            if (e->use_op > op && e->free_op > op) {
+            if (e->action == SS_PLAN_RECOMPUTE) {
+                t->rc = 1;
+                t->entry = k;
+            } else if (e->use_op > op && e->free_op > op) {
                 t->planned = 1;
                 t->entry = k;
                 t->sch = *e;
@@ -1361,7 +1367,7 @@ ss_status ss_ctx_enable_swap_ex(ss_ctx_t *ctx, const ss_exec_config *cfg) {
             }
         }
         if (x->pcfg.budget_bytes) {
-            ssi_planner pl = {ssi_policy_hook, plan_free_hook, &x->pcfg};
+            ssi_planner pl = {cfg->hybrid ? ssi_recompute_hook : ssi_policy_hook, plan_free_hook, &x->pcfg};
             if ((st = ssi_ctx_set_planner(ctx, &pl))) goto fail;
         }
     }
@@ -1370,6 +1376,22 @@ ss_status ss_ctx_enable_swap_ex(ss_ctx_t *ctx, const ss_exec_config *cfg) {
     return SS_OK;
 fail:
     x_destroy(x);
+    return st;
+}
+
+ss_status ss_ctx_recompute_planned(ss_ctx_t *ctx, uint64_t handle, int *yes) {
+    SS_CHECK_ARG(!ctx || !yes, "ss_ctx_recompute_planned: NULL argument");
+    *yes = 0;
+    pthread_mutex_lock(&ctx->lock);
+    ssi_handle *h = ssi_ctx_handle(ctx, handle);
+    ss_status st = SS_OK;
+    if (!h) {
+        SS_ERROR("ss_ctx_recompute_planned: handle %#llx is not live", (unsigned long long)handle);
+        st = SS_ERR_STATE;
+    } else if (h->exec && ctx->exec && ctx->exec->save == x_save) {
+        *yes = ((const xt *)h->exec)->rc;
+    }
+    pthread_mutex_unlock(&ctx->lock);
     return st;
 }
 

@@ -168,6 +168,10 @@ ss_status ssi_plan_check(const ss_plan *p, char *err, size_t err_len) {
                     e->use_op, p->nops);
             return SS_ERR_FORMAT;
         }
+        if (e->action > SS_PLAN_RECOMPUTE) {
+            ssi_fmt(err, err_len, "entry %u: unknown action %u", i, e->action);
+            return SS_ERR_FORMAT;
+        }
         if (i > 0 && p->entries[i - 1].out_op > e->out_op) {
             ssi_fmt(err, err_len, "entry %u: not sorted by swap-out point (%u after %u)", i,
                     e->out_op, p->entries[i - 1].out_op);
@@ -202,7 +206,7 @@ int ssi_plan_equal(const ss_plan *a, const ss_plan *b) {
             x->ndim != y->ndim || x->bytes != y->bytes || x->ordinal != y->ordinal ||
             x->tensor != y->tensor || x->out_op != y->out_op || x->free_op != y->free_op ||
             x->in_op != y->in_op || x->use_op != y->use_op || x->t_out_done != y->t_out_done ||
-            x->t_in_done != y->t_in_done)
+            x->t_in_done != y->t_in_done || x->action != y->action)
             return 0;
         for (uint32_t d = 0; d < x->ndim; d++)
             if (x->shape[d] != y->shape[d]) return 0;
@@ -311,6 +315,7 @@ ss_status ssi_plan_format(const ss_plan *p, char **text, size_t *len) {
         add_num(o, "use_op", e->use_op, &oom);
         add_dbl(o, "t_out_done", e->t_out_done, &oom);
         add_dbl(o, "t_in_done", e->t_in_done, &oom);
+        if (!cJSON_AddStringToObject(o, "action", e->action == SS_PLAN_RECOMPUTE ? "recompute" : "swap")) oom = 1;
         sb_line(&b, o);
     }
     for (uint32_t j = 0; j < p->nck && !oom && !b.oom; j += 256) {
@@ -435,8 +440,8 @@ static ss_status read_header(rd *r, const cJSON *h, ss_plan *p, uint32_t *nent) 
     uint64_t ver;
     ss_status st = get_uint(r, h, "version", UINT32_MAX, &ver);
     if (st) return st;
-    if (ver != SS_PLAN_VERSION)
-        return fail(r, "plan format version %" PRIu64 ", this build reads version %d: re-run "
+    if (ver != 1 && ver != SS_PLAN_VERSION)
+        return fail(r, "plan format version %" PRIu64 ", this build reads versions 1 and %d: re-run "
                        "'smartswap plan' with this build", ver, SS_PLAN_VERSION);
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(h, "desc");
     if (d && !cJSON_IsString(d)) return fail(r, "field \"desc\" is not a string");
@@ -519,6 +524,12 @@ static ss_status read_entry(rd *r, const cJSON *o, ss_plan *p, uint32_t idx) {
     if ((st = get_u32(r, o, "use_op", &e.use_op))) return st;
     if ((st = get_time(r, o, "t_out_done", &e.t_out_done))) return st;
     if ((st = get_time(r, o, "t_in_done", &e.t_in_done))) return st;
+    const cJSON *ac = cJSON_GetObjectItemCaseSensitive(o, "action");   /* version 1: absent (swap) */
+    if (ac) {
+        if (!cJSON_IsString(ac) || (strcmp(ac->valuestring, "swap") && strcmp(ac->valuestring, "recompute")))
+            return fail(r, "entry %u: \"action\" must be \"swap\" or \"recompute\"", idx);
+        e.action = strcmp(ac->valuestring, "recompute") ? SS_PLAN_SWAP : SS_PLAN_RECOMPUTE;
+    }
     if (!(e.out_op < e.free_op && e.free_op <= e.in_op && e.in_op <= e.use_op && e.use_op < p->nops))
         return fail(r, "entry %u: points out_op %u, free_op %u, in_op %u, use_op %u must satisfy "
                        "out_op < free_op <= in_op <= use_op < nops (%u)", idx, e.out_op, e.free_op,

@@ -24,7 +24,17 @@ typedef struct ss_plan_entry {
     uint32_t use_op;        /* first use after the swap-in: its load waits on the copy */
     double   t_out_done;    /* predicted completion of the swap-out, s from iteration start */
     double   t_in_done;     /* predicted completion of the swap-in */
+    uint32_t action;        /* ss_plan_action: what is done with the tensor (a tensor without an
+                               entry is kept resident). SS_PLAN_RECOMPUTE: no copy; the caller
+                               drops it at its save (out_op) and rebuilds it at use_op by
+                               re-running its producer's kernel call (recompute.h); free_op =
+                               out_op + 1, in_op = use_op, t_out_done = t_in_done = 0 */
 } ss_plan_entry;
+
+typedef enum ss_plan_action {
+    SS_PLAN_SWAP = 0,       /* swapped out after out_op, back in at in_op */
+    SS_PLAN_RECOMPUTE = 1   /* dropped after out_op, rebuilt at use_op */
+} ss_plan_action;
 
 typedef struct ss_plan {
     uint64_t seq_hash, size_sig;
@@ -50,7 +60,7 @@ typedef struct ss_plan {
  * Each call returns SS_ERR_HOST_OOM when memory runs out, leaving the plan as it was. */
 
 #define SS_PLAN_FORMAT  "smartswap-plan"
-#define SS_PLAN_VERSION 1
+#define SS_PLAN_VERSION 2      /* 2: entries carry "action"; version 1 files load as all-swap */
 #define SS_PLAN_CK_EVERY_DEFAULT 64
 
 ss_status ssi_plan_new(ss_plan **out);

@@ -205,6 +205,22 @@ ss_status ssi_profile_check(const ss_profile *p, char *err, size_t err_len) {
                     "the end (%u ops)", t, x->release, last, p->nops);
             return SS_ERR_FORMAT;
         }
+        if (x->rc_nop > 2 || x->rc_nsrc > 2 || (!x->rc_nop && x->rc_nsrc)) {
+            ssi_fmt(err, err_len, "tensor %u: recompute recipe with %u operators and %u sources "
+                    "(at most 2 each, and operators whenever sources)", t, x->rc_nop, x->rc_nsrc);
+            return SS_ERR_FORMAT;
+        }
+        for (uint32_t i = 0; i < x->rc_nop; i++)
+            if (x->rc_op[i] >= p->nops) {
+                ssi_fmt(err, err_len, "tensor %u: recompute operator %u past the end (%u ops)", t, x->rc_op[i], p->nops);
+                return SS_ERR_FORMAT;
+            }
+        for (uint32_t i = 0; i < x->rc_nsrc; i++)
+            if (x->rc_src[i] >= p->ntensors || x->rc_src[i] == t) {
+                ssi_fmt(err, err_len, "tensor %u: recompute source %u is itself or not a tensor (%u tensors)", t,
+                        x->rc_src[i], p->ntensors);
+                return SS_ERR_FORMAT;
+            }
     }
     return SS_OK;
 }
@@ -226,7 +242,8 @@ int ssi_profile_equal(const ss_profile *a, const ss_profile *b) {
         const ss_prof_tensor *x = &a->tensors[t], *y = &b->tensors[t];
         if (x->bytes != y->bytes || x->dtype != y->dtype || x->ndim != y->ndim ||
             x->producer != y->producer || x->release != y->release || x->nuses != y->nuses ||
-            x->flags != y->flags)
+            x->flags != y->flags || x->rc_nop != y->rc_nop || x->rc_nsrc != y->rc_nsrc ||
+            memcmp(x->rc_op, y->rc_op, sizeof x->rc_op) || memcmp(x->rc_src, y->rc_src, sizeof x->rc_src))
             return 0;
         for (uint32_t d = 0; d < x->ndim; d++)
             if (x->shape[d] != y->shape[d]) return 0;

@@ -71,6 +71,11 @@ ss_status ssi_profile_copy_prefix(ss_profile *dst, const ss_profile *src, uint32
         ss_prof_tensor x = src->tensors[t];
         if (x.producer >= nops) return SS_ERR_INVALID;
         if (x.release != SS_NONE && x.release >= upto) x.release = SS_NONE;
+        for (uint32_t k = 0; k < x.rc_nsrc; k++)
+            if (x.rc_src[k] >= ntensors) x.rc_nop = 0;
+        for (uint32_t k = 0; k < x.rc_nop; k++)
+            if (x.rc_op[k] >= nops) x.rc_nop = 0;
+        if (!x.rc_nop) { x.rc_nsrc = 0; memset(x.rc_op, 0, sizeof x.rc_op); memset(x.rc_src, 0, sizeof x.rc_src); }
         if ((st = ssi_profile_add_tensor(dst, &x, NULL))) return st;
         const ss_prof_tensor *s = &src->tensors[t];
         for (uint32_t u = 0; u < s->nuses; u++) {
@@ -167,6 +172,22 @@ ss_status ssi_rec_release(ss_ctx_t *ctx, uint32_t ord, uint32_t op) {
     ss_profile *p = ctx->st.rec;
     if (ord >= p->ntensors || op >= p->nops) return SS_ERR_INVALID;
     p->tensors[ord].release = op;
+    return SS_OK;
+}
+
+ss_status ssi_rec_recompute(ss_ctx_t *ctx, uint32_t ord, const uint32_t *src, uint32_t nsrc,
+                            const uint32_t *ops, uint32_t nop) {
+    ss_profile *p = ctx->st.rec;
+    if (ord >= p->ntensors || nop < 1 || nop > 2 || nsrc > 2) return SS_ERR_INVALID;
+    for (uint32_t k = 0; k < nsrc; k++)
+        if (src[k] >= p->ntensors || src[k] == ord) return SS_ERR_INVALID;
+    for (uint32_t k = 0; k < nop; k++)
+        if (ops[k] >= p->nops) return SS_ERR_INVALID;
+    ss_prof_tensor *t = &p->tensors[ord];
+    t->rc_nop = nop;
+    t->rc_nsrc = nsrc;
+    for (uint32_t k = 0; k < nop; k++) t->rc_op[k] = ops[k];
+    for (uint32_t k = 0; k < nsrc; k++) t->rc_src[k] = src[k];
     return SS_OK;
 }
 

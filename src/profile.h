@@ -50,6 +50,13 @@ typedef struct ss_prof_tensor {
     uint32_t use_off;     /* its uses are uses[use_off .. use_off + nuses), ascending op indices */
     uint32_t nuses;
     uint32_t flags;       /* enum ss_tensor_flag */
+    /* how to rebuild it instead of keeping or swapping it (docs/trace-format.md, "recompute"):
+     * re-run the kernel calls of operators rc_op[0 .. rc_nop) on the tensors rc_src[0 ..
+     * rc_nsrc) (saved tensors of this profile) and parameters; rc_nop = 0: not recomputable.
+     * The caller registers it (ss_ctx_recomputable); the hybrid policy (recompute.c) reads it. */
+    uint32_t rc_nop, rc_nsrc;
+    uint32_t rc_op[2];
+    uint32_t rc_src[2];
 } ss_prof_tensor;
 
 typedef struct ss_profile {

@@ -22,6 +22,8 @@
  */
 #include "sim.h"
 
+#include "recompute.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -316,6 +318,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
         return SS_ERR_INVALID;
     }
     memset(r, 0, sizeof *r);
+    if (ssi_plan_has_recompute(plan)) return ssi_recompute_sim(p, plan, c, r, err, err_len);
     uint32_t n = p->nops, nt = p->ntensors, ne = plan ? plan->nentries : 0;
     uint32_t L = ssi_layers_for(p, c->time.layers);
     ss_status st = SS_OK;

@@ -63,6 +63,10 @@ ss_status ssi_rec_op(ss_ctx_t *ctx, uint32_t id, uint64_t site);
 ss_status ssi_rec_save(ss_ctx_t *ctx, uint32_t ord, uint32_t op, const ssi_handle *hd);
 ss_status ssi_rec_use(ss_ctx_t *ctx, uint32_t ord, uint32_t op);
 ss_status ssi_rec_release(ss_ctx_t *ctx, uint32_t ord, uint32_t op);
+/* rec_recompute: tensor ord can be rebuilt from tensors src by re-running ops (ss_ctx_recomputable);
+ * SS_ERR_INVALID when an index is outside the recording. */
+ss_status ssi_rec_recompute(ss_ctx_t *ctx, uint32_t ord, const uint32_t *src, uint32_t nsrc,
+                            const uint32_t *ops, uint32_t nop);
 ss_status ssi_rec_finish(ss_ctx_t *ctx, uint64_t seq_hash, uint64_t size_sig, double seconds);
 
 /* ---- stage.c ---------------------------------------------------------------------------- */

@@ -7,9 +7,12 @@
  *   NONE       the profile, no plan;
  *   RECOMPUTE  the rewritten profile of ssi_strategy_recompute_profile, no plan;
  *   OFFLOAD    the profile with ssi_strategy_offload_plan;
- *   SMARTSWAP  the profile with ssi_policy_plan's plan (same budget, host cap and time model).
+ *   SMARTSWAP  the profile with ssi_policy_plan's plan (same budget, host cap and time model);
+ *   HYBRID     the profile with ssi_recompute_plan's plan (swap or recompute; the simulator
+ *              replays its recompute entries on the derived profile, recompute.h).
  */
 #include "strategy.h"
+#include "recompute.h"
 #include "stage.h"   /* ssi_profile_running_hashes */
 
 #include <inttypes.h>
@@ -20,9 +23,9 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static const char *const names[SSI_STRAT_COUNT] = {"none", "recompute", "offload", "smartswap"};
+static const char *const names[SSI_STRAT_COUNT] = {"none", "recompute", "offload", "smartswap", "hybrid"};
 static const char *const titles[SSI_STRAT_COUNT] = {"no saving", "full recompute", "offload (save_on_cpu)",
-                                                     "smartswap"};
+                                                     "smartswap swap-only", "smartswap hybrid"};
 
 const char *ssi_strategy_name(int kind) { return kind >= 0 && kind < SSI_STRAT_COUNT ? names[kind] : "?"; }
 const char *ssi_strategy_title(int kind) { return kind >= 0 && kind < SSI_STRAT_COUNT ? titles[kind] : "?"; }
@@ -359,7 +362,7 @@ static void from_sim(ssi_strategy_result *r, ssi_sim_result *sr, uint64_t budget
 
 /* The smartswap pre-check of strategy.h. Returns 1 (with why) when no plan can fit. */
 static int smartswap_cannot_fit(const ss_profile *p, uint64_t budget, uint64_t host_cap, uint64_t min_swap,
-                                char *why, size_t why_len, ss_status *st) {
+                                int hybrid, char *why, size_t why_len, ss_status *st) {
     uint32_t n = p->nops;
     *st = SS_OK;
     if (n == 0) return 0;
@@ -376,7 +379,7 @@ static int smartswap_cannot_fit(const ss_profile *p, uint64_t budget, uint64_t h
     for (uint32_t t = 0; t < p->ntensors; t++) {
         const ss_prof_tensor *x = &p->tensors[t];
         uint32_t a, b;
-        if (!(x->flags & SS_TENSOR_SAVED) || (x->flags & SS_TENSOR_NOSWAP) || x->bytes < min_swap) continue;
+        if (!(x->flags & SS_TENSOR_SAVED) || (x->flags & SS_TENSOR_NOSWAP) || (!hybrid && x->bytes < min_swap)) continue;
         if (!backward_interval(p, t, &a, &b) || b <= a + 1) continue;
         d[a + 1] -= (int64_t)ssi_round_block(x->bytes);
         d[b] += (int64_t)ssi_round_block(x->bytes);
@@ -393,7 +396,7 @@ static int smartswap_cannot_fit(const ss_profile *p, uint64_t budget, uint64_t h
         ssi_fmt(why, why_len, "even with every saved tensor on the host over its whole idle interval "
                 "the peak is %.2f GiB, above the budget %.2f GiB", (double)tight / GIB, (double)budget / GIB);
         res = 1;
-    } else if (host_cap && peak0 - budget > host_cap + nsw * SS_ALLOC_ALIGN) {
+    } else if (!hybrid && host_cap && peak0 - budget > host_cap + nsw * SS_ALLOC_ALIGN) {
         ssi_fmt(why, why_len, "needs at least %.2f GiB on the host (peak %.2f GiB minus the budget), "
                 "above the host cap %.2f GiB", (double)(peak0 - budget) / GIB, (double)peak0 / GIB,
                 (double)host_cap / GIB);
@@ -461,11 +464,13 @@ ss_status ssi_strategy_eval(const ssi_workload_config *wc, const ssi_strategy_en
         ssi_plan_free(plan);
         plan = NULL;
     }
-    if (mask & (1u << SSI_STRAT_SMARTSWAP)) {
-        ssi_strategy_result *r = &res[SSI_STRAT_SMARTSWAP];
+    for (int kind = SSI_STRAT_SMARTSWAP; kind <= SSI_STRAT_HYBRID; kind++) {
+        if (!(mask & (1u << kind))) continue;
+        int hybrid = kind == SSI_STRAT_HYBRID;
+        ssi_strategy_result *r = &res[kind];
         ss_options o = ss_options_default();
         char why[200];
-        int no = smartswap_cannot_fit(p, budget, env->host_cap_bytes, o.min_swap_bytes, why, sizeof why, &st);
+        int no = smartswap_cannot_fit(p, budget, env->host_cap_bytes, o.min_swap_bytes, hybrid, why, sizeof why, &st);
         if (st) goto out;
         if (no) {
             if ((st = ssi_sim_run(p, NULL, &sc, &sr, err, err_len))) goto out;
@@ -486,16 +491,29 @@ ss_status ssi_strategy_eval(const ssi_workload_config *wc, const ssi_strategy_en
             pc.skip_min_budget = 1;   /* simulate never reports it; near a sweep's edge the
                                          search would cost more than the plan itself */
             ssi_policy_report rep;
+            ssi_recompute_report hrep;
             memset(&rep, 0, sizeof rep);
-            if ((st = ssi_policy_plan(p, &pc, &plan, &rep, err, err_len))) goto out;
+            memset(&hrep, 0, sizeof hrep);
+            st = hybrid ? ssi_recompute_plan(p, &pc, &plan, &rep, &hrep, err, err_len)
+                        : ssi_policy_plan(p, &pc, &plan, &rep, err, err_len);
+            if (st) goto out;
+            /* a plan with recompute entries is replayed on the derived profile (sim.c) */
             if ((st = ssi_sim_run(p, plan, &sc, &sr, err, err_len))) goto out;
             from_sim(r, &sr, budget, env->host_cap_bytes, tokens, record);
+            if (hybrid) {
+                r->recomputed = hrep.chosen;
+                r->recomputed_bytes = hrep.recompute_bytes;
+                r->extra_compute_s = hrep.recompute_s;
+                r->copies = sr.nentries >= hrep.chosen ? sr.nentries - hrep.chosen : 0;
+            }
             if (!rep.feasible && r->fits) {
                 r->fits = 0;
                 ssi_fmt(r->why, sizeof r->why, "%s", rep.why[0] ? rep.why : "the planner found no plan that fits");
             } else if (!rep.feasible) {
                 ssi_fmt(r->why, sizeof r->why, "%s", rep.why[0] ? rep.why : "the planner found no plan that fits");
             }
+            ssi_plan_free(plan);
+            plan = NULL;
         }
         ssi_sim_result_free(&sr);
     }

@@ -12,7 +12,12 @@
  *               copies each saved tensor out after its last forward access, makes compute wait
  *               for that copy before the next operator (the copy is synchronous), and copies it
  *               back when its first backward use is reached (compute waits again);
- *  - SMARTSWAP  ssi_policy_plan under the budget and the host cap, then the simulator.
+ *  - SMARTSWAP  ssi_policy_plan under the budget and the host cap, then the simulator (swap
+ *               only, what `smartswap train --swap-only` runs);
+ *  - HYBRID     ssi_recompute_plan (swap or recompute per saved tensor, recompute.h): the
+ *               generator's recipes (workload.c) rebuild what the link cannot hide; the
+ *               simulator prices each rebuild with its recipe operators' times (what `--mode
+ *               smartswap` runs by default).
  *
  * The simulator gives each its peak device memory, host memory, iteration time and stall time;
  * tokens per second are batch * seq / iteration time. Nothing is estimated outside the
@@ -33,12 +38,14 @@ typedef enum ssi_strategy_kind {
     SSI_STRAT_RECOMPUTE = 1,
     SSI_STRAT_OFFLOAD = 2,
     SSI_STRAT_SMARTSWAP = 3,
-    SSI_STRAT_COUNT = 4
+    SSI_STRAT_HYBRID = 4,
+    SSI_STRAT_COUNT = 5
 } ssi_strategy_kind;
 
-/* "none", "recompute", "offload", "smartswap" (machine names); "?" out of range. */
+/* "none", "recompute", "offload", "smartswap", "hybrid" (machine names); "?" out of range. */
 const char *ssi_strategy_name(int kind);
-/* "no saving", "full recompute", "offload (save_on_cpu)", "smartswap" (for tables). */
+/* "no saving", "full recompute", "offload (save_on_cpu)", "smartswap swap-only", "smartswap
+ * hybrid" (for tables). */
 const char *ssi_strategy_title(int kind);
 
 /* The machine the strategies run on. */
@@ -67,7 +74,7 @@ typedef struct ssi_strategy_result {
     int      kind;            /* ssi_strategy_kind */
     int      evaluated;       /* 0: not asked for */
     int      fits;            /* peak <= budget, the allocator never refused, host <= cap */
-    int      prechecked;      /* SMARTSWAP only: rejected by the pre-check without planning */
+    int      prechecked;      /* SMARTSWAP, HYBRID: rejected by the pre-check without planning */
     char     why[200];        /* when it does not fit: why, in words */
     uint64_t tokens;          /* batch * seq */
     uint64_t peak_bytes;      /* device bytes in use, most (simulated; refused bytes counted) */
@@ -77,8 +84,11 @@ typedef struct ssi_strategy_result {
     double   iter_s;          /* iteration (step) time */
     double   compute_s;       /* operator time, extra forward included */
     double   stall_s;         /* compute waiting on copies */
-    double   extra_compute_s; /* RECOMPUTE: the re-run forward operators' time; else 0 */
+    double   extra_compute_s; /* RECOMPUTE: the re-run forward operators' time; HYBRID: the
+                                 recipe operators' time of the recomputed tensors; else 0 */
     double   extra_flops;     /* RECOMPUTE: their FLOPs; else 0 */
+    uint32_t recomputed;      /* HYBRID: saved tensors recomputed instead of kept or swapped */
+    uint64_t recomputed_bytes;/* HYBRID: their bytes */
     double   tokens_per_s;    /* tokens / iter_s */
     /* the memory timeline (only with record): device bytes during op k, from t[k] */
     uint32_t npoints;
@@ -101,7 +111,9 @@ void ssi_strategy_result_free(ssi_strategy_result *r);   /* frees the timeline; 
  * says why with prechecked = 1. The two necessary conditions checked: the peak of the byte model
  * with every swappable saved tensor absent over its whole idle interval is within the budget, and
  * the host cap holds the bytes by which the unswapped peak exceeds the budget. Its other figures
- * are then those of the unplanned run.
+ * are then those of the unplanned run. HYBRID: only the first condition, with every saved
+ * tensor of any size counted (a recomputed tensor is absent over the same interval and needs
+ * no host memory).
  *
  * Errors: SS_ERR_INVALID (bad config or env; message in err), SS_ERR_HOST_OOM. A strategy that
  * does not fit is not an error. */

@@ -555,6 +555,10 @@ ss_status ssi_profile_to_buffer(const ss_profile *p, char **out, size_t *len, ch
         else ssi_jl_put_u64(&w, o, "release", t->release);
         ssi_jl_put_bool(&w, o, "saved", (t->flags & SS_TENSOR_SAVED) != 0);
         ssi_jl_put_bool(&w, o, "noswap", (t->flags & SS_TENSOR_NOSWAP) != 0);
+        if (t->rc_nop) {
+            ssi_jl_put_u32_array(&w, o, "rc_ops", t->rc_op, t->rc_nop);
+            ssi_jl_put_u32_array(&w, o, "rc_from", t->rc_src, t->rc_nsrc);
+        }
         ssi_jl_line(&w, o);
     }
     ss_status st = ssi_jl_writer_take(&w, out, len);
@@ -736,6 +740,26 @@ static ss_status read_tensor(ssi_jl_reader *r, const cJSON *o, ss_profile *p, co
     if ((st = ssi_jl_bool(r, o, "saved", &saved))) return st;
     if ((st = ssi_jl_bool(r, o, "noswap", &noswap))) return st;
     t.flags = (saved ? SS_TENSOR_SAVED : 0) | (noswap ? SS_TENSOR_NOSWAP : 0);
+    if (ssi_jl_has(o, "rc_ops")) {   /* optional: how to recompute it */
+        const cJSON *ra;
+        size_t rn;
+        uint32_t rk = 0;
+        if ((st = ssi_jl_array(r, o, "rc_ops", 2, &ra, &rn))) return st;
+        if (rn == 0) return ssi_jl_fail(r, "field 'rc_ops': empty (leave the field out when not recomputable)");
+        t.rc_nop = (uint32_t)rn;
+        for (const cJSON *c = ra->child; c; c = c->next, rk++) {
+            if ((st = ssi_jl_value_u64(r, c, "rc_ops item", 0, p->nops - 1, &x))) return st;
+            t.rc_op[rk] = (uint32_t)x;
+        }
+        if ((st = ssi_jl_array(r, o, "rc_from", 2, &ra, &rn))) return st;
+        t.rc_nsrc = (uint32_t)rn;
+        rk = 0;
+        for (const cJSON *c = ra->child; c; c = c->next, rk++) {
+            if ((st = ssi_jl_value_u64(r, c, "rc_from item", 0, h->tensors - 1, &x))) return st;
+            if (x == idx) return ssi_jl_fail(r, "field 'rc_from': tensor %u cannot be rebuilt from itself", idx);
+            t.rc_src[rk] = (uint32_t)x;
+        }
+    }
     uint32_t ti;
     if ((st = ssi_profile_add_tensor(p, &t, &ti))) return reader_fail_st(r, st, r->line, "out of memory");
     p->tensors[ti].use_off = (uint32_t)p->nuses;

@@ -37,6 +37,10 @@
  *   Backward mirrors forward in reverse; each backward op uses what its forward op saved and the
  *   gradients of its outputs, and produces gradient temporaries (released at their last use).
  *   Optimizer: one adamw op per layer and one for the rest.
+ *   Recipes (ss_prof_tensor.rc_*, what the trainer registers for the hybrid): each norm output
+ *   from the norm's input; v from xn (v_proj); rotary q and k from xn (q_proj + rope_q, k_proj +
+ *   rope_k; GPT-2: q0, k0 from xn); gate/up/fc outputs from hn; the SiLU/GELU output from g; the
+ *   SwiGLU product from g and u (silu + mul); the final norm's output from its input.
  *
  * FLOPs: a linear layer of T rows, k inputs, n outputs: 2Tkn forward, 4Tkn backward. Attention
  * products: flash (causal, tiles above the diagonal skipped) 2bs^2h forward, 5bs^2h backward
@@ -300,6 +304,19 @@ static void use(gen *g, uint32_t t) {
 
 enum { F_NORM = 4, F_ROPE = 3, F_SILU = 4, F_GELU = 8, F_SOFTMAX = 5, F_ADD = 1 };
 
+/* Tensor t can be rebuilt by re-running ops o0 (and o1 unless SS_NONE) on saved tensors s0 (and
+ * s1 unless SS_NONE): the recipe a trainer registers (ss_ctx_recomputable), for the hybrid. */
+static void recipe(gen *g, uint32_t t, uint32_t o0, uint32_t o1, uint32_t s0, uint32_t s1) {
+    if (g->st || t >= g->p->ntensors) return;
+    ss_prof_tensor *x = &g->p->tensors[t];
+    x->rc_op[0] = o0;
+    x->rc_nop = 1;
+    if (o1 != SS_NONE) x->rc_op[x->rc_nop++] = o1;
+    x->rc_src[0] = s0;
+    x->rc_nsrc = 1;
+    if (s1 != SS_NONE) x->rc_src[x->rc_nsrc++] = s1;
+}
+
 typedef struct dims {
     uint64_t b, s, h, a, hkv, i, V, E, K, T;
     double Td, d;                    /* tokens, dtype bytes */
@@ -321,20 +338,28 @@ static uint32_t forward_layer(gen *g, const dims *D, uint32_t x, layer_saved *S)
     S->x = x;
     op(g, "attn_norm", SS_PHASE_FWD, F_NORM * T * h, 0); use(g, x);
     S->xn = ten(g, SSI_WL_NORM, dt, D->b, D->s, D->h, 0);
+    recipe(g, S->xn, g->op, SS_NONE, x, SS_NONE);
     op(g, "q_proj", SS_PHASE_FWD, 2 * T * h * h, h * h * w); use(g, S->xn);
     uint32_t q0 = ten(g, gpt2 ? SSI_WL_QO : SSI_WL_TEMP, dt, D->b, D->s, D->h, 0);
+    uint32_t oq = g->op;
     op(g, "k_proj", SS_PHASE_FWD, 2 * T * h * hkv, h * hkv * w); use(g, S->xn);
     uint32_t k0 = ten(g, gpt2 ? SSI_WL_KV : SSI_WL_TEMP, dt, D->b, D->s, D->hkv, 0);
+    uint32_t ok = g->op;
     op(g, "v_proj", SS_PHASE_FWD, 2 * T * h * hkv, h * hkv * w); use(g, S->xn);
     S->v = ten(g, SSI_WL_KV, dt, D->b, D->s, D->hkv, 0);
+    recipe(g, S->v, g->op, SS_NONE, S->xn, SS_NONE);
     if (gpt2) {
         S->q = q0;
         S->k = k0;
+        recipe(g, q0, oq, SS_NONE, S->xn, SS_NONE);
+        recipe(g, k0, ok, SS_NONE, S->xn, SS_NONE);
     } else {
         op(g, "rope_q", SS_PHASE_FWD, F_ROPE * T * h, 0); use(g, q0);
         S->q = ten(g, SSI_WL_QO, dt, D->b, D->s, D->h, 0);
+        recipe(g, S->q, oq, g->op, S->xn, SS_NONE);
         op(g, "rope_k", SS_PHASE_FWD, F_ROPE * T * hkv, 0); use(g, k0);
         S->k = ten(g, SSI_WL_KV, dt, D->b, D->s, D->hkv, 0);
+        recipe(g, S->k, ok, g->op, S->xn, SS_NONE);
     }
     if (c->flash) {
         op(g, "flash_attn", SS_PHASE_FWD, 2 * bs2h, 0); use(g, S->q); use(g, S->k); use(g, S->v);
@@ -357,23 +382,31 @@ static uint32_t forward_layer(gen *g, const dims *D, uint32_t x, layer_saved *S)
     S->h1 = ten(g, SSI_WL_NORM, dt, D->b, D->s, D->h, 0);
     op(g, "mlp_norm", SS_PHASE_FWD, F_NORM * T * h, 0); use(g, S->h1);
     S->hn = ten(g, SSI_WL_NORM, dt, D->b, D->s, D->h, 0);
+    recipe(g, S->hn, g->op, SS_NONE, S->h1, SS_NONE);
     uint32_t d;
     if (gpt2) {
         op(g, "fc", SS_PHASE_FWD, 2 * T * h * i, h * i * w); use(g, S->hn);
         S->g = ten(g, SSI_WL_MLP, dt, D->b, D->s, D->i, 0);
+        recipe(g, S->g, g->op, SS_NONE, S->hn, SS_NONE);
         op(g, "gelu", SS_PHASE_FWD, F_GELU * T * i, 0); use(g, S->g);
         S->a = ten(g, SSI_WL_MLP, dt, D->b, D->s, D->i, 0);
+        recipe(g, S->a, g->op, SS_NONE, S->g, SS_NONE);
         op(g, "proj", SS_PHASE_FWD, 2 * T * h * i, h * i * w); use(g, S->a);
         d = ten(g, SSI_WL_TEMP, dt, D->b, D->s, D->h, 0);
     } else if (!c->moe_experts) {
         op(g, "gate_proj", SS_PHASE_FWD, 2 * T * h * i, h * i * w); use(g, S->hn);
         S->g = ten(g, SSI_WL_MLP, dt, D->b, D->s, D->i, 0);
+        recipe(g, S->g, g->op, SS_NONE, S->hn, SS_NONE);
         op(g, "up_proj", SS_PHASE_FWD, 2 * T * h * i, h * i * w); use(g, S->hn);
         S->u = ten(g, SSI_WL_MLP, dt, D->b, D->s, D->i, 0);
+        recipe(g, S->u, g->op, SS_NONE, S->hn, SS_NONE);
         op(g, "silu", SS_PHASE_FWD, F_SILU * T * i, 0); use(g, S->g);
         S->a = ten(g, SSI_WL_MLP, dt, D->b, D->s, D->i, 0);
+        uint32_t os = g->op;
+        recipe(g, S->a, os, SS_NONE, S->g, SS_NONE);
         op(g, "mul", SS_PHASE_FWD, T * i, 0); use(g, S->a); use(g, S->u);
         S->pm = ten(g, SSI_WL_MLP, dt, D->b, D->s, D->i, 0);
+        recipe(g, S->pm, os, g->op, S->g, S->u);   /* silu(g) * u: both kernels again */
         op(g, "down_proj", SS_PHASE_FWD, 2 * T * h * i, h * i * w); use(g, S->pm);
         d = ten(g, SSI_WL_TEMP, dt, D->b, D->s, D->h, 0);
     } else {
@@ -521,6 +554,7 @@ static void build(gen *g, layer_saved *S) {
     g->layer = -1;
     op(g, "final_norm", SS_PHASE_FWD, F_NORM * T * h, 0); use(g, x);
     uint32_t hf = ten(g, SSI_WL_OTHER, dt, D.b, D.s, D.h, 0);
+    recipe(g, hf, g->op, SS_NONE, x, SS_NONE);
     uint32_t ghf;
     if (c->loss == SSI_WORKLOAD_LOSS_FULL) {
         op(g, "lm_head", SS_PHASE_FWD, 2 * T * h * V, h * V * w); use(g, hf);

@@ -272,6 +272,51 @@ static void t_recompute_bitwise(void) {
     run_close(&b);
 }
 
+/* The hybrid's recompute on the trainer's side: a store that drops every rebuildable save
+ * (norm outputs, the SwiGLU product, matmul outputs, rotary q and k) so backward rebuilds each
+ * with the identical kernel call. Losses, gradients and weights equal mode none's bit for bit,
+ * every step rebuilds, and the activation peak falls. */
+static void t_rebuild_bitwise(void) {
+    gpt_config c = act_config();
+    run a, b;
+    if (run_open(&a, &c, GPT_MODE_NONE, 0, 0) || run_open(&b, &c, GPT_MODE_NONE, 0, 0)) { CHECK(0); return; }
+    b.keep.drop_rebuildable = 1;
+    int steps = 8, loss_same = 1, grad_same = 1;
+    uint64_t peak_none = 0, peak_rb = 0, rebuilt = 0, dropped = 0, saves = 0;
+    for (int s = 0; s < steps; s++) {
+        float la, lb;
+        gpt_config *cc = &a.model.cfg;
+        gpt_data_batch(&a.data, GOLDEN_SEED, s, cc->batch, cc->seq, a.tok, a.tgt);
+        int ea = gpt_forward_backward(&a.model, a.tok, a.tgt, cc->batch, cc->seq, s, &la);
+        int eb = gpt_forward_backward(&b.model, a.tok, a.tgt, cc->batch, cc->seq, s, &lb);
+        if (ea || eb) { CHECK_MSG(0, "%s %s", a.model.errmsg, b.model.errmsg); break; }
+        if (memcmp(&la, &lb, sizeof la)) loss_same = 0;
+        if (!same_params(&a.model, &b.model, 1)) grad_same = 0;
+        CHECK_MSG(b.model.stats.rebuilt > 0 && a.model.stats.rebuilt == 0, "step %d: rebuilt %llu (dropping), %llu (keeping)",
+                  s, (unsigned long long)b.model.stats.rebuilt, (unsigned long long)a.model.stats.rebuilt);
+        /* every dropped save is rebuilt once per tensor: at least one rebuild per 3 dropped saves
+         * (the attention norm output is saved by 3 matmuls), never more rebuilds than drops */
+        CHECK(b.model.stats.rebuilt <= b.keep.dropped_saves && 3 * b.model.stats.rebuilt >= b.keep.dropped_saves);
+        rebuilt += b.model.stats.rebuilt;
+        dropped += b.keep.dropped_saves;
+        saves += b.model.stats.saves;
+        if (a.model.stats.act_peak_bytes > peak_none) peak_none = a.model.stats.act_peak_bytes;
+        if (b.model.stats.act_peak_bytes > peak_rb) peak_rb = b.model.stats.act_peak_bytes;
+        gpt_update(&a.model, 1e-2f);
+        gpt_update(&b.model, 1e-2f);
+    }
+    CHECK_MSG(loss_same, "rebuilding dropped saves changed a loss");
+    CHECK_MSG(grad_same, "rebuilding dropped saves changed a gradient");
+    CHECK_MSG(same_params(&a.model, &b.model, 0), "rebuilding dropped saves changed the final weights");
+    CHECK_MSG(peak_rb < peak_none, "activation peak: dropping %llu, none %llu", (unsigned long long)peak_rb,
+              (unsigned long long)peak_none);
+    fprintf(stderr, "     %d steps: %llu of %llu saves dropped, %llu tensors rebuilt; losses, gradients, weights "
+            "bit-identical; activation peak %.0f %% of none's\n", steps, (unsigned long long)dropped,
+            (unsigned long long)saves, (unsigned long long)rebuilt, 100.0 * peak_rb / peak_none);
+    run_close(&a);
+    run_close(&b);
+}
+
 static void t_ss_allocator(void) {
     gpt_config c = tiny_config();
     enum { S = 5 };
@@ -434,7 +479,7 @@ static void t_moe_and_iterations(void) {
     opcount oc;
     memset(&oc, 0, sizeof oc);
     oc.inner = r.model.hooks;
-    gpt_hooks h = {&oc, oc_begin, oc_end, oc_op, oc_save, oc_load, oc_release, oc_error};
+    gpt_hooks h = {&oc, oc_begin, oc_end, oc_op, oc_save, oc_load, oc_release, oc_error, NULL, NULL};
     r.model.hooks = h;
     float loss;
     CHECK(r.mem.kind_in_use[GPT_MEM_OPTIM] == 0);
@@ -476,7 +521,10 @@ typedef struct mode_run {
     gpt_ssswap sw;
     gpt_model  model;
     uint64_t   swapped, evictions, stalls, stable_evictions, stable_iters, peak;
+    uint64_t   rebuilt, rebuilt_bytes;   /* saves the hybrid's plans recomputed */
     int        swap;
+    int        swap_only;   /* smartswap: --swap-only (else the hybrid, as smartswap train) */
+    double     link_gbps;   /* > 0: the link the planner assumes (cpu-sim still copies at its own) */
 } mode_run;
 
 /* A trainer whose saved blocks belong to a context with the executor switched on, set up as
@@ -508,8 +556,12 @@ static int swap_open_seg(mode_run *x, const gpt_config *c, const gpt_schedule *s
     uint64_t state = gpt_state_bytes(c);
     o.budget_bytes = gpt_plan_budget(budget, state, GPT_PLAN_HEADROOM);
     o.min_swap_bytes = gpt_min_swap_default(c, s->seq_min);
+    if (x->link_gbps > 0) o.sim_d2h_gbps = o.sim_h2d_gbps = x->link_gbps;
     if (gpt_ssswap_init(&x->sw, &x->mem, &o)) { fprintf(stderr, "%s\n", x->sw.err); return 1; }
-    ss_status st = ss_ctx_enable_swap(x->sw.ctx, x->mode == GPT_MODE_SMARTSWAP ? SS_SWAP_SMARTSWAP : SS_SWAP_OFFLOAD_ALL);
+    ss_exec_config ec = ss_exec_config_default();
+    ec.mode = x->mode == GPT_MODE_SMARTSWAP ? SS_SWAP_SMARTSWAP : SS_SWAP_OFFLOAD_ALL;
+    ec.hybrid = x->mode == GPT_MODE_SMARTSWAP && !x->swap_only;
+    ss_status st = ss_ctx_enable_swap_ex(x->sw.ctx, &ec);
     if (st) { fprintf(stderr, "ss_ctx_enable_swap: %s\n", ss_status_str(st)); return 1; }
     gpt_hooks h = gpt_hooks_ssswap(&x->sw);
     if (gpt_model_init(&x->model, c, &x->mem, &h, x->mode, GOLDEN_SEED)) { fprintf(stderr, "%s\n", x->model.errmsg); return 1; }
@@ -527,6 +579,8 @@ static void swap_account(mode_run *x) {
     x->swapped += er.swapped_out_bytes;
     x->evictions += er.evictions;
     x->stalls += er.stalls;
+    x->rebuilt += x->model.stats.rebuilt;
+    x->rebuilt_bytes += x->model.stats.rebuilt_bytes;
     if (er.peak_bytes > x->peak) x->peak = er.peak_bytes;
     if (er.stage == SS_STAGE_STABLE) {
         x->stable_iters++;
@@ -829,17 +883,22 @@ static void t_modes_budgets(void) {
     }
     CHECK_MSG(peak - state > 4 * state, "activations do not dominate: peak %llu, state %llu", (unsigned long long)peak,
               (unsigned long long)state);
-    enum { NM = 6 };
+    enum { NM = 7 };
     static mode_run mr[NM];
     memset(mr, 0, sizeof mr);
     /* the state plus 1/2 and 1/4 of the activations above it (with flash attention and the
      * chunked loss, 1/4 of none's whole peak would leave 1/10 of the activations: below what
      * the segment allocator can hold without fragmenting, the memory issue's ground) */
     uint64_t act = peak - state;
-    int frac[NM] = {0, 0, 2, 2, 4, 4};
-    uint64_t budget[NM] = {0, 0, state + act / 2, state + act / 2, state + act / 4, state + act / 4};
+    int frac[NM] = {0, 0, 2, 2, 4, 4, 4};
+    uint64_t budget[NM] = {0, 0, state + act / 2, state + act / 2, state + act / 4, state + act / 4, state + act / 4};
     gpt_mode modes[NM] = {GPT_MODE_NONE, GPT_MODE_RECOMPUTE, GPT_MODE_SMARTSWAP, GPT_MODE_OFFLOAD_ALL,
-                          GPT_MODE_SMARTSWAP, GPT_MODE_OFFLOAD_ALL};
+                          GPT_MODE_SMARTSWAP, GPT_MODE_OFFLOAD_ALL, GPT_MODE_SMARTSWAP};
+    /* smartswap three ways: --swap-only at 1/2; the hybrid (the default) at 1/4; and the hybrid
+     * planning for a link 32 times slower than cpu-sim's default, so that swapping cannot hide
+     * and it must recompute (the bits must not care) */
+    mr[2].swap_only = 1;
+    mr[6].link_gbps = 8.0 / 32;
     for (int i = 0; i < NM; i++) {
         budget[i] -= budget[i] % 256;
         mr[i].mode = modes[i];
@@ -897,13 +956,20 @@ static void t_modes_budgets(void) {
                   (unsigned long long)as.peak_in_use_bytes, (unsigned long long)budget[i]);
         if (mr[i].mode == GPT_MODE_SMARTSWAP) {
             CHECK_MSG(mr[i].stable_iters > 0, "smartswap never reached Stable");
+            if (mr[i].swap_only) CHECK_MSG(mr[i].rebuilt == 0, "smartswap --swap-only recomputed %llu tensors",
+                                           (unsigned long long)mr[i].rebuilt);
+            if (mr[i].link_gbps > 0) CHECK_MSG(mr[i].rebuilt > 0, "the hybrid planning for a %.2f GB/s link recomputed nothing",
+                                               mr[i].link_gbps);
             CHECK_MSG(late_evictions[i] == 0, "smartswap under the state + 1/%d: %llu evictions in steps %d..%d (Stable, steady "
                       "sequence)", frac[i], (unsigned long long)late_evictions[i], I7_STEPS / 2 + 1,
                       I7_STEPS);
         }
-        fprintf(stderr, "     %-11s state + 1/%d (%7llu B): == none's; peak %llu B, swapped %llu B, %llu evictions (%llu in "
-                "%llu Stable steps), %llu stalls\n", mn, frac[i], (unsigned long long)budget[i],
+        fprintf(stderr, "     %-11s %-9s state + 1/%d (%7llu B): == none's; peak %llu B, swapped %llu B, recomputed %llu "
+                "(%llu B), %llu evictions (%llu in %llu Stable steps), %llu stalls\n", mn,
+                mr[i].mode != GPT_MODE_SMARTSWAP ? "" : mr[i].swap_only ? "swap-only" : mr[i].link_gbps > 0 ? "hyb-slow" : "hybrid",
+                frac[i], (unsigned long long)budget[i],
                 (unsigned long long)as.peak_in_use_bytes, (unsigned long long)mr[i].swapped,
+                (unsigned long long)mr[i].rebuilt, (unsigned long long)mr[i].rebuilt_bytes,
                 (unsigned long long)mr[i].evictions, (unsigned long long)mr[i].stable_evictions,
                 (unsigned long long)mr[i].stable_iters, (unsigned long long)mr[i].stalls);
     }
@@ -1067,7 +1133,7 @@ static int saved_shape(const gpt_config *c, uint64_t *largest, uint64_t *layer_b
     static save_tally t;
     memset(&t, 0, sizeof t);
     t.inner = gpt_hooks_keep(&keep);
-    gpt_hooks h = {&t, st_begin, st_end, st_op, st_save, st_load, st_release, st_error};
+    gpt_hooks h = {&t, st_begin, st_end, st_op, st_save, st_load, st_release, st_error, NULL, NULL};
     int rc = gpt_model_init(&m, c, &mem, &h, GPT_MODE_NONE, GOLDEN_SEED);
     gpt_data_from_memory(&data, text, sizeof text - 1, "test text", err, sizeof err);
     int *tok = malloc(sizeof(int) * c->batch * c->seq), *tgt = malloc(sizeof(int) * c->batch * c->seq);
@@ -1171,6 +1237,7 @@ int main(int argc, char **argv) {
     RUN(t_learns);
     RUN(t_determinism);
     RUN(t_recompute_bitwise);
+    RUN(t_rebuild_bitwise);
     RUN(t_ss_allocator);
     RUN(t_ss_context);
     RUN(t_budget);
@@ -1188,6 +1255,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "again with --attention naive --loss full:\n");
     RUN(t_golden);
     RUN(t_recompute_bitwise);
+    RUN(t_rebuild_bitwise);
     RUN(t_varying_exact);
     RUN(t_seq_switch);
     RUN(t_modes_budgets);

@@ -49,6 +49,12 @@ static ss_plan *sample(void) {
         e.use_op = 80 + i;
         e.t_out_done = 0.1 + i / 7.0;
         e.t_in_done = 0.25 + i / 3.0;
+        if (i == 2) {   /* a recompute entry: dropped after its save, rebuilt at its use */
+            e.action = SS_PLAN_RECOMPUTE;
+            e.free_op = e.out_op + 1;
+            e.in_op = e.use_op;
+            e.t_out_done = e.t_in_done = 0;
+        }
         ssi_plan_add_entry(p, &e);
     }
     return p;
@@ -60,7 +66,7 @@ static void t_roundtrip_text(void) {
     size_t len = 0;
     CHECK_OK(ssi_plan_format(p, &text, &len));
     CHECK(text && len == strlen(text));
-    CHECK(strncmp(text, "{\"format\":\"smartswap-plan\",\"version\":1", 38) == 0);
+    CHECK(strncmp(text, "{\"format\":\"smartswap-plan\",\"version\":2", 38) == 0);
     CHECK_OK(ssi_plan_parse(text, len, "mem.plan", &q, err, sizeof err));
     CHECK(q && ssi_plan_equal(p, q));
     /* formatting again gives the same bytes */
@@ -71,6 +77,37 @@ static void t_roundtrip_text(void) {
     free(t2);
     free(text);
     ssi_plan_free(q);
+    ssi_plan_free(p);
+}
+
+/* A version 1 file (no "action") still loads, every entry a swap; a version 2 file keeps the
+ * recompute entry. */
+static void t_version1_loads(void) {
+    ss_plan *p = sample(), *q = NULL;
+    char *text = NULL, err[256];
+    size_t len = 0;
+    CHECK_OK(ssi_plan_format(p, &text, &len));
+    CHECK(p->entries[2].action == SS_PLAN_RECOMPUTE);
+    CHECK(text && strstr(text, "\"action\":\"recompute\"") && strstr(text, "\"action\":\"swap\""));
+    /* strip the actions and call it version 1 */
+    char *v1 = malloc(len + 1), *o = v1;
+    for (const char *c = text; *c;) {
+        if (!strncmp(c, ",\"action\":\"swap\"", 16)) { c += 16; continue; }
+        if (!strncmp(c, ",\"action\":\"recompute\"", 21)) { c += 21; continue; }
+        *o++ = *c++;
+    }
+    *o = 0;
+    char *ver = strstr(v1, "\"version\":2");
+    CHECK(ver != NULL);
+    if (ver) ver[10] = '1';
+    CHECK(strstr(v1, "action") == NULL);
+    CHECK_OK(ssi_plan_parse(v1, strlen(v1), "v1.plan", &q, err, sizeof err));
+    CHECK(q && q->nentries == 3);
+    for (uint32_t i = 0; q && i < q->nentries; i++) CHECK(q->entries[i].action == SS_PLAN_SWAP);
+    CHECK(q && !ssi_plan_equal(p, q));   /* the recompute entry became a swap */
+    ssi_plan_free(q);
+    free(v1);
+    free(text);
     ssi_plan_free(p);
 }
 
@@ -192,8 +229,9 @@ static void t_malformed(void) {
     if (!text) return;
     struct { const char *from, *to, *line, *want; } cases[] = {
         {"\"format\":\"smartswap-plan\"", "\"format\":\"smartswap-profile\"", "bad.plan:1:", "not a smartswap plan"},
-        {"\"version\":1", "\"version\":2", "bad.plan:1:", "re-run"},
-        {"\"version\":1", "\"version\":\"1\"", "bad.plan:1:", "\"version\" is not a number"},
+        {"\"version\":2", "\"version\":3", "bad.plan:1:", "re-run"},
+        {"\"version\":2", "\"version\":\"2\"", "bad.plan:1:", "\"version\" is not a number"},
+        {"\"action\":\"swap\"", "\"action\":\"keep\"", "bad.plan:2:", "\"action\" must be"},
         {"\"nops\":100", "\"nops\":-1", "bad.plan:1:", "\"nops\""},
         {"\"seq_hash\":\"0x", "\"seq_hash\":\"1x", "bad.plan:1:", "hex"},
         {"\"budget_bytes\":", "\"budget_byte\":", "bad.plan:1:", "missing field \"budget_bytes\""},
@@ -253,6 +291,7 @@ static void t_malformed(void) {
 }
 
 int main(void) {
+    RUN(t_version1_loads);
     RUN(t_roundtrip_text);
     RUN(t_roundtrip_file);
     RUN(t_roundtrip_policy);

@@ -88,7 +88,8 @@ static void t_eval_llama7b(void) {
     /* 178 GiB of demand on a 140 GiB device: no saving does not fit and says so */
     CHECK(!r[SSI_STRAT_NONE].fits);
     CHECK(strstr(r[SSI_STRAT_NONE].why, "exceeds the budget") != NULL);
-    CHECK(r[SSI_STRAT_RECOMPUTE].fits && r[SSI_STRAT_OFFLOAD].fits && r[SSI_STRAT_SMARTSWAP].fits);
+    CHECK(r[SSI_STRAT_RECOMPUTE].fits && r[SSI_STRAT_OFFLOAD].fits && r[SSI_STRAT_SMARTSWAP].fits &&
+          r[SSI_STRAT_HYBRID].fits);
     CHECK(r[SSI_STRAT_NONE].host_bytes == 0 && r[SSI_STRAT_RECOMPUTE].host_bytes == 0);
     CHECK(r[SSI_STRAT_OFFLOAD].host_bytes > 0 && r[SSI_STRAT_SMARTSWAP].host_bytes > 0);
     for (int k = 1; k < SSI_STRAT_COUNT; k++) CHECK(r[k].peak_bytes <= env.budget_bytes);
@@ -102,6 +103,55 @@ static void t_eval_llama7b(void) {
         if (r[SSI_STRAT_OFFLOAD].mem[i] > mx) mx = r[SSI_STRAT_OFFLOAD].mem[i];
     CHECK_EQ_U64(mx, r[SSI_STRAT_OFFLOAD].peak_bytes);
     for (int k = 0; k < SSI_STRAT_COUNT; k++) ssi_strategy_result_free(&r[k]);
+}
+
+/* ---- the hybrid ---------------------------------------------------------------------------- */
+
+/* Swap or recompute against swapping only, on the same generated iteration, budget and link:
+ * where the swap-only plan stalls on the link the hybrid recomputes some saved tensors (their
+ * recipe operators' times added), moves fewer bytes and is no slower; where the link hides every
+ * copy it recomputes nothing and equals swap-only. */
+static void t_hybrid(void) {
+    static const struct { const char *model, *dev; uint32_t batch, seq; double budget_gib; int link_bound; } cases[] = {
+        {"llama-2-7b", "h200", 4, 4096, 0, 1},      /* PCIe-class link, 176 GiB of demand on 140 */
+        {"gpt2-124m", "h200", 64, 1024, 8, 1},       /* PCIe-class link, 20 GiB on 8 */
+        {"llama-3.2-1b", "gh200", 16, 4096, 40, 0},  /* C2C-class link: every copy hidden */
+    };
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        ssi_workload_config c;
+        model(&c, cases[q].model, cases[q].batch, cases[q].seq);
+        ssi_strategy_env env;
+        ssi_strategy_env_from_preset(ssi_preset_find(cases[q].dev), &env);
+        if (cases[q].budget_gib > 0) env.budget_bytes = (uint64_t)(cases[q].budget_gib * 1024 * 1024 * 1024);
+        ssi_strategy_result r[SSI_STRAT_COUNT];
+        char err[256] = "";
+        unsigned mask = (1u << SSI_STRAT_RECOMPUTE) | (1u << SSI_STRAT_SMARTSWAP) | (1u << SSI_STRAT_HYBRID);
+        CHECK_OK(ssi_strategy_eval(&c, &env, mask, 0, r, err, sizeof err));
+        const ssi_strategy_result *sw = &r[SSI_STRAT_SMARTSWAP], *hy = &r[SSI_STRAT_HYBRID], *rc = &r[SSI_STRAT_RECOMPUTE];
+        CHECK(hy->evaluated && hy->kind == SSI_STRAT_HYBRID && !strcmp(ssi_strategy_name(SSI_STRAT_HYBRID), "hybrid"));
+        CHECK_MSG(sw->fits && hy->fits, "%s: swap-only fits %d, hybrid %d (%s)", cases[q].model, sw->fits, hy->fits, hy->why);
+        CHECK(hy->peak_bytes <= (env.budget_bytes ? env.budget_bytes : env.device_bytes));
+        CHECK_MSG(hy->iter_s <= sw->iter_s * (1 + 1e-9), "%s: hybrid %.4f s, swap-only %.4f s", cases[q].model, hy->iter_s,
+                  sw->iter_s);
+        if (cases[q].link_bound) {
+            CHECK_MSG(sw->stall_s > 0, "%s: the control: swap-only should stall on this link", cases[q].model);
+            CHECK_MSG(hy->recomputed > 0 && hy->recomputed_bytes > 0, "%s: the hybrid recomputed nothing", cases[q].model);
+            CHECK(hy->d2h_bytes < sw->d2h_bytes && hy->host_bytes < sw->host_bytes);
+            CHECK(hy->iter_s < sw->iter_s);
+            /* its extra compute is the recipes' (norms, rotary, SwiGLU, projections), well below
+             * rerunning every layer's forward */
+            CHECK(hy->extra_compute_s > 0 && hy->extra_compute_s < rc->extra_compute_s);
+        } else {
+            CHECK_MSG(sw->stall_s == 0, "%s: the control: every copy should be hidden", cases[q].model);
+            CHECK_EQ_U64(hy->recomputed, 0);
+            CHECK_NEAR(hy->iter_s, sw->iter_s, 1e-12);
+            CHECK_EQ_U64(hy->d2h_bytes, sw->d2h_bytes);
+        }
+        fprintf(stderr, "     %s on %s, %u x %u: swap-only %.0f tokens/s, hybrid %.0f (%u tensors, %.2f GiB recomputed), "
+                "full recompute %.0f\n", cases[q].model, cases[q].dev, cases[q].batch, cases[q].seq, sw->tokens_per_s,
+                hy->tokens_per_s, hy->recomputed, (double)hy->recomputed_bytes / (1024.0 * 1024 * 1024), rc->tokens_per_s);
+        for (int k = 0; k < SSI_STRAT_COUNT; k++) ssi_strategy_result_free(&r[k]);
+    }
 }
 
 /* ---- recomputation ------------------------------------------------------------------------ */
@@ -442,11 +492,12 @@ static void t_cli(void) {
     check_cli_sweep("seq");
     check_cli_sweep("batch");
     int status;
-    /* the table: four strategies, no saving does not fit and says so */
+    /* the table: five strategies, no saving does not fit and says so */
     char *out = run_cli("simulate --model llama-2-7b --device h200 --batch 4 --seq 4096", &status);
     CHECK(out && status == 0);
     if (out) {
-        CHECK(strstr(out, "no saving") && strstr(out, "full recompute") && strstr(out, "save_on_cpu") && strstr(out, "smartswap"));
+        CHECK(strstr(out, "no saving") && strstr(out, "full recompute") && strstr(out, "save_on_cpu") &&
+              strstr(out, "smartswap swap-only") && strstr(out, "smartswap hybrid"));
         CHECK(strstr(out, "no saving does not fit") != NULL);
         free(out);
     }
@@ -483,6 +534,7 @@ static void t_cli(void) {
 
 int main(void) {
     RUN(t_eval_llama7b);
+    RUN(t_hybrid);
     RUN(t_recompute_extra_forward);
     RUN(t_recompute_profile_memory);
     RUN(t_copies_bound_step_time);

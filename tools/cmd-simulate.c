@@ -1,4 +1,4 @@
-/* cmd-simulate.c: `smartswap simulate`: four memory strategies side by side on a generated
+/* cmd-simulate.c: `smartswap simulate`: five memory strategies side by side on a generated
  * training iteration of any model on any device preset, and how far each one scales.
  *
  *   smartswap simulate --model P|dims --device D --batch B --seq S [--budget SIZE] [--host-mem SIZE]
@@ -30,9 +30,10 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: smartswap simulate (--model NAME | --layers N --hidden N --heads N --ffn N --vocab N)\n"
             "                          [--device D] [--batch B] [--seq S] [flags]\n"
-            "  generates one training iteration (forward, backward, AdamW) and simulates four memory\n"
+            "  generates one training iteration (forward, backward, AdamW) and simulates five memory\n"
             "  strategies on it: no saving, full recomputation, offload of every saved tensor without\n"
-            "  prefetch (torch's save_on_cpu), and smartswap; each with peak device memory, host memory,\n"
+            "  prefetch (torch's save_on_cpu), smartswap swapping only, and the smartswap hybrid (swap or\n"
+            "  recompute per saved tensor); each with peak device memory, host memory,\n"
             "  step time, stall time and tokens/s. docs/simulate.md explains the cost models.\n\n"
             "model:\n"
             "  --model NAME        preset ('smartswap trace models' lists them)\n"
@@ -121,6 +122,9 @@ static void print_table(const ssi_workload_config *c, const ssi_device_preset *d
                    r[k].prechecked ? "its figures are those without swaps: no planning was needed to rule it out"
                                    : "its figures are what it would need");
         }
+    if (r[SSI_STRAT_HYBRID].evaluated)
+        printf("\nhybrid: %u saved tensors (%.2f GiB) recomputed instead of swapped or kept.\n",
+               r[SSI_STRAT_HYBRID].recomputed, gib(r[SSI_STRAT_HYBRID].recomputed_bytes));
     printf("\nstall: compute waiting on copies; extra: operators run again (recomputation).\n");
 }
 
@@ -169,6 +173,8 @@ static cJSON *json_result(const ssi_strategy_result *x) {
     cJSON_AddNumberToObject(o, "stall_s", x->stall_s);
     cJSON_AddNumberToObject(o, "extra_compute_s", x->extra_compute_s);
     cJSON_AddNumberToObject(o, "extra_flops", x->extra_flops);
+    cJSON_AddNumberToObject(o, "recomputed", x->recomputed);
+    cJSON_AddNumberToObject(o, "recomputed_bytes", (double)x->recomputed_bytes);
     cJSON_AddNumberToObject(o, "tokens_per_s", x->tokens_per_s);
     return o;
 }
@@ -314,7 +320,7 @@ static int plot_memory(const char *out, const ssi_workload_config *c, const ssi_
     fprintf(f, "\nset xlabel 'time in the iteration (s)'\nset ylabel 'device memory (GiB)'\n"
                "set grid\nset key below maxrows 3\nset yrange [0:*]\n");
     fprintf(f, "plot ");
-    static const char *const colors[] = {"#1f77b4", "#2ca02c", "#ff7f0e", "#d62728"};
+    static const char *const colors[SSI_STRAT_COUNT] = {"#1f77b4", "#2ca02c", "#ff7f0e", "#d62728", "#9467bd"};
     for (int k = 0; k < SSI_STRAT_COUNT; k++) {
         char lab[120];
         snprintf(lab, sizeof lab, "%s%s (%.2f s)", ssi_strategy_title(k), r[k].fits ? "" : " - does not fit",
@@ -359,10 +365,11 @@ static int plot_sweep(const char *out, const ssi_workload_config *c, const ssi_d
     gp_str(f, title);
     fprintf(f, "\nset xlabel '%s'\nset ylabel 'tokens/s (where it trains)'\nset grid\nset key below maxrows 2\n"
                "set yrange [0:*]\nset xrange [0:*]\n", ax);
-    static const char *const colors[] = {"#1f77b4", "#2ca02c", "#ff7f0e", "#d62728"};
+    static const char *const colors[SSI_STRAT_COUNT] = {"#1f77b4", "#2ca02c", "#ff7f0e", "#d62728", "#9467bd"};
     fprintf(f, "plot ");
     /* no saving last, with open circles: where smartswap swaps nothing the two coincide */
-    static const int order[SSI_STRAT_COUNT] = {SSI_STRAT_RECOMPUTE, SSI_STRAT_OFFLOAD, SSI_STRAT_SMARTSWAP, SSI_STRAT_NONE};
+    static const int order[SSI_STRAT_COUNT] = {SSI_STRAT_RECOMPUTE, SSI_STRAT_OFFLOAD, SSI_STRAT_SMARTSWAP, SSI_STRAT_HYBRID,
+                                               SSI_STRAT_NONE};
     for (int q = 0; q < SSI_STRAT_COUNT; q++) {
         int k = order[q];
         char lab[120];

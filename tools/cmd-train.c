@@ -71,6 +71,8 @@ static void usage(FILE *f) {
             "  --plan FILE       start from the plans of an earlier run (written by --save-plan): known\n"
             "                    sequences skip warm-up and profiling\n"
             "  --save-plan FILE  write the smartswap context's cached plans after the last step\n"
+            "  --swap-only       smartswap: swap only (default: the hybrid, which recomputes what the link\n"
+            "                    cannot hide: norm outputs, SwiGLU products, rotary q and k, ...)\n"
             "  --min-swap SIZE   smartswap: saved tensors smaller than this stay resident (default: B x S1 x H\n"
             "                    bytes, at most 64KiB; SMARTSWAP_MIN_SWAP also sets it)\n"
             "  --host-mem SIZE   cap on host memory for swapped tensors (default: none)\n"
@@ -116,7 +118,7 @@ typedef struct flags {
     const char *data, *device, *log, *save, *plan_in, *plan_out, *timeline;
     const char *dtype;     /* "fp32" (the only one the CPU kernels compute in) or "bf16" */
     uint64_t    budget, min_swap, host_mem;
-    int         mode, quiet, min_swap_set, host_mem_set, budget_given;
+    int         mode, quiet, min_swap_set, host_mem_set, budget_given, swap_only;
     double      ratio_scale, d2h_gbps, h2d_gbps, headroom;
     uint64_t    segment;
     long        calib_steps;
@@ -153,7 +155,7 @@ static int parse(int argc, char **argv, flags *fl) {
     fl->dtype = "fp32";
     fl->data = NULL; fl->device = "cpu-sim"; fl->log = NULL; fl->save = NULL;
     fl->plan_in = NULL; fl->plan_out = NULL; fl->timeline = NULL;
-    fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0;
+    fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0; fl->swap_only = 0;
     fl->min_swap = 0; fl->host_mem = 0; fl->min_swap_set = fl->host_mem_set = fl->budget_given = 0;
     fl->ratio_scale = 0; fl->d2h_gbps = fl->h2d_gbps = 0; fl->calib_steps = 3;
     fl->headroom = GPT_PLAN_HEADROOM; fl->segment = 0;
@@ -164,6 +166,7 @@ static int parse(int argc, char **argv, flags *fl) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 3;
         if (!strcmp(a, "--quiet")) { fl->quiet = 1; i++; continue; }
+        if (!strcmp(a, "--swap-only")) { fl->swap_only = 1; i++; continue; }
         long pa, pb;
         if ((r = cli_flag(argc, argv, &i, "seq", &v))) {
             if (r < 0 || parse_pair("seq", v, 1, 1 << 20, 1, &pa, &pb)) return 2;
@@ -443,8 +446,11 @@ int cmd_train(int argc, char **argv) {
     if (swapping) {
         mem.budget = 0;   /* the allocator's budget rules: gpt_mem still counts swapped-out blocks */
         ss_status est = SS_OK;
+        ss_exec_config ec = ss_exec_config_default();
+        ec.mode = fl.mode == GPT_MODE_SMARTSWAP ? SS_SWAP_SMARTSWAP : SS_SWAP_OFFLOAD_ALL;
+        ec.hybrid = fl.mode == GPT_MODE_SMARTSWAP && !fl.swap_only;   /* swap or recompute per tensor */
         if (gpt_ssswap_init(&sw, &mem, &opts) ||
-            (est = ss_ctx_enable_swap(sw.ctx, fl.mode == GPT_MODE_SMARTSWAP ? SS_SWAP_SMARTSWAP : SS_SWAP_OFFLOAD_ALL))) {
+            (est = ss_ctx_enable_swap_ex(sw.ctx, &ec))) {
             if (est) cli_error(CMD, NULL, "ss_ctx_enable_swap: %s", ss_status_str(est));
             else cli_error(CMD, NULL, "%s", sw.err);
             gpt_ssswap_free(&sw);
@@ -517,7 +523,8 @@ int cmd_train(int argc, char **argv) {
            mem.be.name, gpt_fmt_bytes(segment ? segment : ss_alloc_config_default().segment_bytes, d, sizeof d));
     if (swapping) {
         printf("  swap     %s executor  min-swap %s  host-mem %s  release %s  plan headroom %.0f %% of the room above the state\n",
-               fl.mode == GPT_MODE_SMARTSWAP ? "smartswap (plans, prefetch, eviction fallback)"
+               fl.mode == GPT_MODE_SMARTSWAP ? (fl.swap_only ? "smartswap --swap-only (plans, prefetch, eviction fallback)"
+                                                             : "smartswap (plans: swap or recompute, prefetch, eviction fallback)")
                                              : "offload-all (every saved tensor out at save, back at load)",
                gpt_fmt_bytes(opts.min_swap_bytes, a, sizeof a),
                opts.host_mem_bytes ? gpt_fmt_bytes(opts.host_mem_bytes, b, sizeof b) : "no cap",
@@ -625,7 +632,7 @@ int cmd_train(int argc, char **argv) {
                              "\"mode\": \"%s\", \"ops\": %llu, \"saved_bytes\": %llu, \"experts_run\": %llu, "
                              "\"experts_idle\": %llu, \"op_hash\": \"%016llx\", \"ss_seq_hash\": \"%016llx\", "
                              "\"ss_plan_event\": %d, \"detailed\": %s, \"state_bytes\": %llu, \"min_budget_bytes\": %llu, "
-                             "\"host_need_bytes\": %llu}\n",
+                             "\"host_need_bytes\": %llu, \"recomputed_tensors\": %llu, \"recomputed_bytes\": %llu}\n",
                         s + 1, ev ? "eval" : "train", iter - 1, loss, loss, ms, (unsigned long long)m.stats.tokens, tps,
                         (unsigned long long)m.stats.micro, (unsigned long long)peak,
                         (unsigned long long)m.stats.act_peak_bytes, (unsigned long long)er.swapped_out_bytes,
@@ -636,7 +643,8 @@ int cmd_train(int argc, char **argv) {
                         (unsigned long long)(swapping ? sw.op_hash : prof.keep.op_hash),
                         (unsigned long long)lastrep->seq_hash, (int)lastrep->plan_event,
                         !prof.failed && lastrep->detailed ? "true" : "false", (unsigned long long)state,
-                        (unsigned long long)mb.min_budget_bytes, (unsigned long long)mb.host_bytes);
+                        (unsigned long long)mb.min_budget_bytes, (unsigned long long)mb.host_bytes,
+                        (unsigned long long)m.stats.rebuilt, (unsigned long long)m.stats.rebuilt_bytes);
                 fflush(log);
             }
             if (bar) progress((int)done, (int)total, gpt_now_s() - t_start);

@@ -1,0 +1,71 @@
+/* recompute.h: swap or recompute, the hybrid policy (docs/policy.md, "Swap or recompute").
+ *
+ * A profile's tensor may carry a recipe (ss_prof_tensor.rc_*: the operators whose kernel calls
+ * rebuild it and the saved tensors it is rebuilt from), registered by the caller
+ * (ss_ctx_recomputable). The hybrid plans in three steps:
+ *  1. the pure-swap plan (ssi_policy_plan); when its swap traffic fits under the forward's and
+ *     the backward's compute time at the link's rates, it is the answer;
+ *  2. else recipes are taken in decreasing order of bytes freed per second of recompute (the
+ *     recipe operators' times) until the remaining traffic (the pure-swap plan's bytes less
+ *     those recomputed) fits under both; a tensor is never rebuilt from a rebuilt one;
+ *  3. the profile is rewritten as the run will be (ssi_recompute_derive: each chosen tensor
+ *     freed at its save, rebuilt at its first backward use at the price of its recipe's
+ *     operators, its sources used there), swaps are planned on that profile, and the result
+ *     (with SS_PLAN_RECOMPUTE entries) is kept only where the simulator, on the rewritten
+ *     profile, predicts a feasible iteration no slower than the pure-swap plan; the chosen set
+ *     and its halves are tried, the fastest kept.
+ * The simulator (ssi_sim_run) prices any plan with recompute entries the same way.
+ */
+#ifndef SS_RECOMPUTE_H
+#define SS_RECOMPUTE_H
+
+#include "policy.h"
+
+/* 1 when tensor t of p has a usable recipe: saved, with a first use after its producer, its
+ * sources saved tensors alive (not released) at that use. */
+int ssi_recompute_candidate(const ss_profile *p, uint32_t t);
+
+/* The profile the run has when the tensors with rc[t] = 1 are recomputed: each is released at
+ * its producer (it has no uses), a temporary of its bytes (not saved) lives from its first use
+ * to its release, that use's operator costs its recipe operators' seconds and FLOPs more, and
+ * its sources are used there too; mem_after/mem_peak drop by its rounded bytes in between.
+ * Tensor indices of p are kept (the temporaries are appended). *out: a new finalized profile.
+ * SS_ERR_INVALID when some rc[t] is not a candidate. */
+ss_status ssi_recompute_derive(const ss_profile *p, const uint8_t *rc, ss_profile **out);
+
+/* What the hybrid did, for reports and tests. */
+typedef struct ssi_recompute_report {
+    uint32_t candidates;        /* tensors with a usable recipe */
+    uint32_t chosen;            /* recompute entries in the returned plan */
+    uint64_t recompute_bytes;   /* their bytes */
+    double   recompute_s;       /* the recipe operators' seconds they add */
+    double   fwd_s, bwd_s;      /* compute time of the forward and the backward */
+    uint64_t swap_only_bytes;   /* the pure-swap plan's swapped bytes */
+    double   swap_only_iter_s;  /* its simulated iteration time */
+    int      swap_only_feasible;
+} ssi_recompute_report;
+
+/* The hybrid plan of p under c (same contract as ssi_policy_plan; rep and hrep may be NULL). */
+ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss_plan **out,
+                             ssi_policy_report *rep, ssi_recompute_report *hrep, char *err,
+                             size_t err_len);
+
+/* The hybrid bound of docs/policy.md (without smartswap's own overhead factor): min over k of
+ * max(F, (X - R_k)/d2h) + max(B + c_k, (X - R_k)/h2d), the candidates in the hybrid's order,
+ * X = the pure-swap plan's swapped bytes; *t_ceiling (may be NULL) gets k = 0, the pure-swap
+ * ceiling. Seconds per iteration. */
+ss_status ssi_recompute_bound(const ss_profile *p, const ssi_policy_config *c, double *t_bound,
+                              double *t_ceiling, char *err, size_t err_len);
+
+/* The stage machine's plan hook for the hybrid: user is a const ssi_policy_config *. */
+ss_status ssi_recompute_hook(void *user, const ss_profile *p, ss_plan **out);
+
+/* ssi_sim_run of a plan with recompute entries: the swap entries simulated on the derived
+ * profile; per-entry results in the plan's numbering (recompute entries: 0). */
+ss_status ssi_recompute_sim(const ss_profile *p, const ss_plan *plan, const ssi_sim_config *c,
+                            ssi_sim_result *r, char *err, size_t err_len);
+
+/* 1 when plan has an SS_PLAN_RECOMPUTE entry. */
+int ssi_plan_has_recompute(const ss_plan *plan);
+
+#endif /* SS_RECOMPUTE_H */
