@@ -2,6 +2,7 @@
 #include "recompute.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -329,6 +330,9 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
         }
         if (want <= k / 4) break;
     }
+    SS_INFO("hybrid: %u candidates, %u taken; pure swap %s %.3f ms (%llu B, link hides %.0f B); best hybrid %s",
+            nc, k, plan0->feasible ? "feasible" : "infeasible", plan0->iter_s * 1e3,
+            (unsigned long long)plan0->swapped_bytes, xmax, best ? "feasible" : "none feasible");
     if (best && (!plan0->feasible || best->iter_s <= plan0->iter_s)) {
         ssi_plan_free(plan0);
         plan0 = best;
