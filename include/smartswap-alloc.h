@@ -195,6 +195,10 @@ typedef struct ss_alloc_stats {
 } ss_alloc_stats;
 
 ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out);
+/* The sizes (as held: rounded to SS_ALLOC_ALIGN) of the live blocks requested with
+ * SS_LIFETIME_PERSISTENT, segment by segment in address order; *n is their count (sizes gets
+ * the first cap of them). The policy's simulations start from this layout. */
+ss_status ss_alloc_persistent_sizes(const ss_alloc_t *a, uint64_t *sizes, size_t cap, size_t *n);
 /* *peak: the most bytes in use (live + pending) since the previous call (since creation at the
  * first), at least the bytes in use now (*in_use, when not NULL); the window then restarts at
  * the bytes in use now. The profiler takes one window per operator: its peak includes the

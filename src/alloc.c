@@ -38,6 +38,7 @@ struct ss_block {
     uint8_t  state;               /* B_* */
     uint8_t  has_stamp;           /* FREE: holds memory released with a pending use, not yet
                                      handed out since; stamp = completion of that use */
+    uint8_t  lifetime;            /* LIVE: the ss_lifetime it was requested with */
     seg     *sg;
     uint64_t off;                 /* offset within the segment */
     uint64_t size;
@@ -1188,9 +1189,24 @@ ss_status ss_alloc_malloc_tagged(ss_alloc_t *a, size_t n, ss_lifetime lifetime, 
             SS_INFO("alloc: %s", a->oom_msg);
         }
     }
-    if (st == SS_OK) *out = b;
+    if (st == SS_OK) { b->lifetime = (uint8_t)lifetime; *out = b; }
     unlock(a);
     return st;
+}
+
+ss_status ss_alloc_persistent_sizes(const ss_alloc_t *a, uint64_t *sizes, size_t cap, size_t *n) {
+    SS_CHECK_ARG(!a || !n || (cap && !sizes), "ss_alloc_persistent_sizes: NULL argument");
+    lock(a);
+    size_t k = 0;
+    for (const seg *s = a->segs; s; s = s->next)
+        for (const struct ss_block *b = s->first; b; b = b->next)
+            if (b->state == B_LIVE && b->lifetime == SS_LIFETIME_PERSISTENT) {
+                if (k < cap) sizes[k] = b->size;
+                k++;
+            }
+    unlock(a);
+    *n = k;
+    return SS_OK;
 }
 
 void *ss_block_ptr(const ss_block_t *b) {

@@ -117,6 +117,8 @@ typedef struct exec {
     char         op_name[40];
     int          has_last;
     ssi_policy_config pcfg;
+    uint64_t    *persist;          /* the allocator's persistent blocks at the last plan */
+    int          hybrid;           /* plans by ssi_recompute_hook (swap or recompute) */
 } exec;
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -1250,6 +1252,7 @@ static void x_destroy(void *self) {
     free(x->outq.a); free(x->inq.a); free(x->freeq.a); free(x->late); free(x->early);
     ssi_timeline_free(&x->tl);
     ssi_timeline_free(&x->tl_last);
+    free(x->persist);
     free(x);
 }
 
@@ -1278,6 +1281,27 @@ ss_exec_config ss_exec_config_default(void) {
 }
 
 static void plan_free_hook(void *user, ss_plan *p) { (void)user; ssi_plan_free(p); }
+
+/* The policy, its simulations starting from the allocator's layout as it is now: the
+ * persistent tensors one by one (docs/policy.md). */
+static ss_status x_policy_hook(void *user, const ss_profile *p, ss_plan **out) {
+    exec *x = user;
+    size_t n = 0;
+    x->pcfg.persist_bytes = NULL;
+    x->pcfg.npersist = 0;
+    if (x->alloc && ss_alloc_persistent_sizes(x->alloc, NULL, 0, &n) == SS_OK && n && n < UINT32_MAX) {
+        uint64_t *v = realloc(x->persist, n * sizeof *v);
+        size_t got = 0;
+        if (v) {
+            x->persist = v;
+            if (ss_alloc_persistent_sizes(x->alloc, v, n, &got) == SS_OK && got == n) {
+                x->pcfg.persist_bytes = v;
+                x->pcfg.npersist = (uint32_t)n;
+            }
+        }
+    }
+    return x->hybrid ? ssi_recompute_hook(&x->pcfg, p, out) : ssi_policy_hook(&x->pcfg, p, out);
+}
 
 static int any_live(ss_ctx_t *ctx) {
     for (uint32_t i = 0; i < ctx->nhs; i++)
@@ -1363,11 +1387,13 @@ ss_status ss_ctx_enable_swap_ex(ss_ctx_t *ctx, const ss_exec_config *cfg) {
             ss_alloc_config ac;
             if (ss_alloc_get_config(x->alloc, &ac) == SS_OK) {
                 x->pcfg.segment_bytes = ac.segment_bytes;
+                x->pcfg.granule_bytes = ac.granule_bytes;   /* as raised by the allocator */
                 if (!x->pcfg.budget_bytes) x->pcfg.budget_bytes = ac.budget_bytes;
             }
         }
         if (x->pcfg.budget_bytes) {
-            ssi_planner pl = {cfg->hybrid ? ssi_recompute_hook : ssi_policy_hook, plan_free_hook, &x->pcfg};
+            x->hybrid = cfg->hybrid;
+            ssi_planner pl = {x_policy_hook, plan_free_hook, x};
             if ((st = ssi_ctx_set_planner(ctx, &pl))) goto fail;
         }
     }

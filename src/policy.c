@@ -150,6 +150,9 @@ static ssi_sim_config sim_cfg(const ssi_policy_config *c, uint64_t budget) {
     s.h2d_bps = c->h2d_bps;
     s.copy_latency_s = c->copy_latency_s;
     s.segment_bytes = c->segment_bytes;
+    s.granule_bytes = c->granule_bytes;
+    s.persist_bytes = c->persist_bytes;
+    s.npersist = c->npersist;
     s.time = c->time;
     s.record_ops = 1;
     return s;
@@ -657,7 +660,8 @@ static ss_status prune(ctx *k, uint64_t B, int probes, ss_plan **kept, ssi_sim_r
 static ss_status plan_with(ctx *k, uint64_t B, attempt *out, int strategy) {
     memset(out, 0, sizeof *out);
     int rounds = k->cfg->rounds > 0 ? k->cfg->rounds : 3;
-    uint64_t seg = k->cfg->segment_bytes ? k->cfg->segment_bytes : (2u << 20);
+    uint64_t seg = k->cfg->granule_bytes ? k->cfg->granule_bytes
+                   : k->cfg->segment_bytes ? k->cfg->segment_bytes : (2u << 20);
     uint64_t target = B, fit_oom = B, step = 0;
     ss_status st = SS_OK;
     ssi_sim_config sc = sim_cfg(k->cfg, B ? B : 1);

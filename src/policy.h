@@ -20,6 +20,11 @@ typedef struct ssi_policy_config {
     double   d2h_bps, h2d_bps;/* copy bandwidths, bytes/s */
     double   copy_latency_s;  /* fixed cost per copy */
     uint64_t segment_bytes;   /* the allocator's segment size (0 = its default) */
+    uint64_t granule_bytes;   /* the allocator's virtual-memory granule (0 = plain segments):
+                                 the simulations emulate the same granules and pools */
+    const uint64_t *persist_bytes; /* optional: the persistent tensors the real allocator holds,
+                                 one by one (ssi_sim_config.persist_bytes); npersist of them */
+    uint32_t npersist;
     ssi_time_config time;     /* time estimates; time.layers is the logical layer count */
     uint32_t ck_every;        /* plan checkpoints every this many ops (0 = default) */
     int      min_budget;      /* 0: search the smallest feasible budget only when infeasible;

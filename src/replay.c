@@ -364,6 +364,7 @@ static void planned_lanes(rp *R, const ss_profile *prof, const ss_plan *plan, ss
     sc.h2d_bps = R->pcfg.h2d_bps;
     sc.copy_latency_s = R->pcfg.copy_latency_s;
     sc.segment_bytes = R->c->segment_bytes;
+    sc.granule_bytes = R->pcfg.granule_bytes;
     sc.time = R->c->time;
     if (prof != R->p) sc.time.mode = SSI_TIME_LAYER;
     sc.record_ops = 1;
@@ -464,6 +465,7 @@ ss_status ssi_replay_run(const ss_profile *p0, const ssi_replay_config *c, ssi_r
     ac.budget_bytes = o.budget_bytes;
     ac.release_mode = o.release_mode;
     if (c->segment_bytes) ac.segment_bytes = c->segment_bytes;
+    ac.granule_bytes = o.granule_bytes;   /* option granule: 0 = plain segments */
     if ((st = ss_alloc_new(R.dev, &ac, &R.alloc))) {
         ssi_fmt(err, err_len, "the allocator refused budget %llu: %s",
                 (unsigned long long)o.budget_bytes, ss_status_str(st));
@@ -489,13 +491,16 @@ ss_status ssi_replay_run(const ss_profile *p0, const ssi_replay_config *c, ssi_r
         }
         ssi_policy_config_from_options(&o, &R.pcfg);
         R.pcfg.segment_bytes = c->segment_bytes;
+        ss_alloc_config eff;
+        if (ss_alloc_get_config(R.alloc, &eff) == SS_OK) R.pcfg.granule_bytes = eff.granule_bytes;
         ssi_planner pl = {rp_plan, rp_plan_free, &R};
         if ((st = ssi_ctx_set_planner(R.ctx, &pl))) goto out;
         if (c->plan && (st = ssi_exec_set_plan(R.ctx, c->plan, c->plan_from_profile ? p : NULL))) goto out;
     } else {
         ssi_policy_config_from_options(&o, &R.pcfg);
     }
-    if (p->base_bytes && (st = ss_alloc_malloc(R.alloc, (size_t)p->base_bytes, &base))) {
+    if (p->base_bytes &&
+        (st = ss_alloc_malloc_tagged(R.alloc, (size_t)p->base_bytes, SS_LIFETIME_PERSISTENT, &base))) {
         if (st == SS_ERR_OOM) r->oom = 1;
         ssi_fmt(err, err_len, "the budget cannot hold the model's own state (%llu bytes)",
                 (unsigned long long)p->base_bytes);
@@ -580,6 +585,8 @@ ss_status ssi_replay_run(const ss_profile *p0, const ssi_replay_config *c, ssi_r
     r->reuse_count = as.reuse_count;
     r->reuse_mean_s = as.reuse_count ? as.reuse_total_s / (double)as.reuse_count : 0;
     r->budget_bytes = as.budget_bytes;
+    r->peak_reserved_bytes = as.peak_reserved_bytes;
+    r->granule_bytes = as.granule_bytes;
     ss_ctx_stats cs;
     ss_ctx_get_stats(R.ctx, &cs);
     r->plans_made = cs.plans_made;

@@ -68,6 +68,8 @@ typedef struct ssi_replay_result {
     uint64_t corrupt_reads;   /* reads whose pattern was wrong (poison, stale, early, reused) */
     uint64_t oom;             /* allocations refused after every fallback (the run stops) */
     uint64_t peak_bytes, budget_bytes;
+    uint64_t peak_reserved_bytes;   /* the allocator's, most over the run */
+    uint64_t granule_bytes;   /* the allocator's granule in effect (0: plain segments) */
     uint64_t swapped_bytes, swapped_in_bytes, matched_bytes, planned_bytes;
     uint64_t misses, stalls, evictions, event_queries, waits, host_full;
     double   stall_s;         /* sum over iterations */

@@ -284,7 +284,8 @@ typedef struct simst {
 
 /* Allocates n bytes; a refusal under the budget is counted (not an error). *b stays NULL then.
  * Returns non-OK only for failures other than the budget. */
-static ss_status sim_alloc(simst *s, uint64_t n, ss_block_t **b, uint64_t *held) {
+static ss_status sim_alloc_tagged(simst *s, uint64_t n, ss_lifetime lt, ss_block_t **b,
+                                  uint64_t *held) {
     uint64_t r = ssi_round_block(n);
     *b = NULL;
     *held = r;
@@ -292,7 +293,7 @@ static ss_status sim_alloc(simst *s, uint64_t n, ss_block_t **b, uint64_t *held)
     if (s->budget && r > s->budget) {   /* above the whole budget: no need to ask */
         s->overflow += r;
     } else {
-        ss_status st = ss_alloc_malloc(s->a, (size_t)n, b);
+        ss_status st = ss_alloc_malloc_tagged(s->a, (size_t)n, lt, b);
         if (st == SS_ERR_OOM) { *b = NULL; s->overflow += r; }
         else if (st != SS_OK) { s->cur -= r; return st; }
     }
@@ -301,6 +302,10 @@ static ss_status sim_alloc(simst *s, uint64_t n, ss_block_t **b, uint64_t *held)
         if (s->overflow > s->overflow_peak) s->overflow_peak = s->overflow;
     }
     return SS_OK;
+}
+
+static ss_status sim_alloc(simst *s, uint64_t n, ss_block_t **b, uint64_t *held) {
+    return sim_alloc_tagged(s, n, SS_LIFETIME_ITERATION, b, held);
 }
 
 static ss_status sim_free(simst *s, ss_block_t *b, uint64_t held) {
@@ -334,6 +339,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     ss_block_t **oblk = calloc((size_t)n + 1, sizeof *oblk);      /* unattributed: a stack */
     uint64_t *ohld = calloc((size_t)n + 1, sizeof *ohld);
     uint32_t onum = 0;
+    ss_block_t **pblk = NULL;                                     /* persistent tensors */
     bucket prod = {0}, rel = {0}, bin = {0}, buse = {0}, bout = {0}, bfree = {0};
     r->layers = calloc(L, sizeof *r->layers);
     r->t_out_done = calloc((size_t)ne + 1, sizeof(double));
@@ -376,6 +382,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     ac.budget_bytes = c->budget_bytes && c->budget_bytes < SS_ALLOC_ALIGN ? SS_ALLOC_ALIGN
                                                                           : c->budget_bytes;
     if (c->segment_bytes) ac.segment_bytes = c->segment_bytes;
+    ac.granule_bytes = c->granule_bytes;
     ac.release_mode = SS_RELEASE_MODE_PREDICTED;
     if ((st = ss_alloc_new(NULL, &ac, &s.a))) {
         ssi_fmt(err, err_len, "the allocator refused the configuration (budget %" PRIu64 ")",
@@ -390,7 +397,22 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     ss_block_t *base_blk = NULL;
     uint64_t base_held = 0, other_held = 0;
     s.op = 0;
-    if (p->base_bytes && (st = sim_alloc(&s, p->base_bytes, &base_blk, &base_held))) goto out;
+    /* the model's own state: its tensors one by one when the caller knows them (the real
+     * allocator's layout), what base_bytes holds beyond them as one block; all persistent */
+    uint64_t psum = 0;
+    for (uint32_t q = 0; q < c->npersist; q++) psum += ssi_round_block(c->persist_bytes[q]);
+    uint32_t np = c->persist_bytes && psum <= p->base_bytes ? c->npersist : 0;
+    if (np && !(pblk = calloc(np, sizeof *pblk))) { st = SS_ERR_HOST_OOM; goto out; }
+    for (uint32_t q = 0; q < np; q++) {
+        uint64_t h = 0;
+        if (!c->persist_bytes[q]) continue;
+        if ((st = sim_alloc_tagged(&s, c->persist_bytes[q], SS_LIFETIME_PERSISTENT, &pblk[q], &h)))
+            goto out;
+    }
+    if (!np) psum = 0;
+    if (p->base_bytes > psum &&
+        (st = sim_alloc_tagged(&s, p->base_bytes - psum, SS_LIFETIME_PERSISTENT, &base_blk, &base_held)))
+        goto out;
     peak = s.cur;
     uint32_t l = 0, next_first = ssi_layer_first(n, L, 1);
     if (L) { r->layers[0].first_op = 0; r->layers[0].t_start = 0; }
@@ -532,6 +554,8 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
     r->peak_reserved_bytes = r->alloc.peak_reserved_bytes;
     /* hand everything back so that the allocator is destroyed clean */
     if (base_blk) ss_alloc_free(s.a, base_blk);
+    for (uint32_t q = 0; pblk && q < np; q++)
+        if (pblk[q]) ss_alloc_free(s.a, pblk[q]);
     for (uint32_t q = 0; q < onum; q++)
         if (oblk[q]) ss_alloc_free(s.a, oblk[q]);
     for (uint32_t x = 0; x < nt; x++)
@@ -541,7 +565,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
 out:
     if (s.a) ss_alloc_destroy_force(s.a);
     free(dur); free(other); free(temp); free(ent_of); free(keys); free(blk); free(held); free(pend); free(pref);
-    free(oblk); free(ohld);
+    free(oblk); free(ohld); free(pblk);
     bucket_free(&prod); bucket_free(&rel); bucket_free(&bin); bucket_free(&buse);
     bucket_free(&bout); bucket_free(&bfree);
     if (st) ssi_sim_result_free(r);

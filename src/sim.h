@@ -79,6 +79,13 @@ typedef struct ssi_sim_config {
     double   d2h_bps, h2d_bps;/* copy bandwidths, bytes/s, > 0 */
     double   copy_latency_s;  /* fixed cost of each copy */
     uint64_t segment_bytes;   /* allocator segment size; 0 = the allocator's default */
+    uint64_t granule_bytes;   /* the allocator's virtual-memory granule (as ss_alloc_config's,
+                                 raised the same way); 0 = plain segments */
+    const uint64_t *persist_bytes; /* optional: the persistent tensors one by one, in the real
+                                 allocator's order (npersist of them); the simulation allocates
+                                 them (persistent tag) instead of one block of base_bytes, and
+                                 what base_bytes has beyond their sum as one more block */
+    uint32_t npersist;
     ssi_time_config time;
     int      record_ops;      /* 1: fill op_start[] and op_mem[] */
 } ssi_sim_config;
