@@ -183,6 +183,15 @@ static void fail(gpt_model *m, const char *fmt, ...) {
 
 static float *F(const gpt_buf *b) { return (float *)b->ptr; }
 
+/* The probe's slack on a per-expert buffer (gpt_model.moe_route_force): forced routing puts
+ * K x M rows in K buffers; a real routing puts them in up to E, each rounded up to GPT_MEM_ALIGN,
+ * so K forced buffers each ceil(E/K) units longer hold at least what any routing charges. */
+static size_t probe_slack(const gpt_model *m, const char *name) {
+    if (!m->moe_route_force || !strstr(name, "moe.e") || m->cfg.moe_topk < 1) return 0;
+    size_t E = (size_t)m->cfg.moe_experts, K = (size_t)m->cfg.moe_topk;
+    return (E + K - 1) / K * GPT_MEM_ALIGN;
+}
+
 /* A tensor of the iteration with a fresh ACT buffer (one reference); NULL after an error. */
 static gpt_tensor *new_act(gpt_model *m, const char *name, int layer, int ndim, int d0, int d1, int d2, int d3) {
     if (m->err) return NULL;
@@ -196,7 +205,7 @@ static gpt_tensor *new_act(gpt_model *m, const char *name, int layer, int ndim, 
     for (int i = 0; i < ndim; i++) { t->shape[i] = d[i]; t->n *= (size_t)d[i]; }
     t->next = m->acts;
     m->acts = t;
-    t->buf = gpt_mem_alloc(m->mem, t->name, t->n * sizeof(float), GPT_MEM_ACT);
+    t->buf = gpt_mem_alloc(m->mem, t->name, t->n * sizeof(float) + probe_slack(m, t->name), GPT_MEM_ACT);
     if (!t->buf) { fail(m, "%s", m->mem->err); return NULL; }
     return t;
 }
@@ -232,7 +241,7 @@ static float *gradof(gpt_model *m, gpt_tensor *t) {
     if (!t->grad) {
         char name[64];
         snprintf(name, sizeof name, "grad.%s", t->name);
-        t->grad = gpt_mem_calloc(m->mem, name, t->n * sizeof(float), GPT_MEM_AGRAD);
+        t->grad = gpt_mem_calloc(m->mem, name, t->n * sizeof(float) + probe_slack(m, name), GPT_MEM_AGRAD);
         if (!t->grad) { fail(m, "%s", m->mem->err); return NULL; }
     }
     return F(t->grad);

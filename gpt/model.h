@@ -162,7 +162,10 @@ typedef struct gpt_model {
     const int  *tokens, *targets;         /* (B,T) host ints */
     int         B, T;
     int         moe_route_force;          /* 1: every token goes to experts 0..K-1 (the smallest-
-                                             budget probe, gpt/train.c; never in training) */
+                                             budget probe, gpt/train.c; never in training), and
+                                             each per-expert buffer is ceil(E/K) x 256 bytes
+                                             longer: a real routing spreads the same rows over E
+                                             buffers, each rounded up to 256 B */
     int         err;
     char        errmsg[320];
     gpt_stats   stats;

@@ -208,7 +208,16 @@ static const char *mb_error(void *u) { return ((mb_probe *)u)->err; }
 
 int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t min_swap, uint64_t unit,
                          gpt_min_budget *out, char *err, size_t errlen) {
+    return gpt_min_budget_probe_mode(c, s, GPT_MODE_SMARTSWAP, min_swap, unit, out, err, errlen);
+}
+
+int gpt_min_budget_probe_mode(const gpt_config *c, const gpt_schedule *s, int mode, uint64_t min_swap,
+                              uint64_t unit, gpt_min_budget *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
+    /* none and recompute keep every saved tensor resident: nothing can be swapped away, and
+     * recompute's backward holds a re-run layer's tensors (its own working set) */
+    int swaps = mode == GPT_MODE_SMARTSWAP || mode == GPT_MODE_OFFLOAD_ALL;
+    if (!swaps) min_swap = UINT64_MAX;
     if (!unit) unit = GPT_MEM_ALIGN;
     gpt_config pc = *c;
     int T = s && s->seq_max > 0 ? s->seq_max : c->seq;
@@ -232,7 +241,7 @@ int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t mi
     int *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
     if (!tok || !tgt) { snprintf(err, errlen, "out of host memory (probe)"); goto out; }
     for (size_t i = 0; i < n; i++) { tok[i] = (int)(i * 7 % (size_t)pc.vocab); tgt[i] = (int)((i * 7 + 1) % (size_t)pc.vocab); }
-    if (gpt_model_init(&m, &pc, &mem, &h, GPT_MODE_NONE, 1)) {
+    if (gpt_model_init(&m, &pc, &mem, &h, mode == GPT_MODE_RECOMPUTE ? GPT_MODE_RECOMPUTE : GPT_MODE_NONE, 1)) {
         snprintf(err, errlen, "probe: %s", m.errmsg);
         gpt_model_free(&m);
         goto out;
@@ -257,6 +266,7 @@ int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t mi
         uint64_t tot = out->state_bytes + p.peak;
         out->min_budget_bytes = (tot + unit - 1) / unit * unit;
         out->unit = unit;
+        out->mode = swaps ? GPT_MODE_SMARTSWAP : mode;
         out->seq = T;
         out->backward = p.peak_bwd;
         out->op_index = p.peak_op;
@@ -279,9 +289,11 @@ int gpt_min_budget_refuse(const gpt_min_budget *mb, uint64_t budget, char *msg, 
     snprintf(msg, len,
              "--budget %s is below the smallest budget that can train this configuration: %s (%llu bytes) = "
              "state %s + the largest working set of one operator %s (%s%s, %d tokens a row, every token "
-             "routed to one expert)", gpt_fmt_bytes(budget, a, sizeof a), gpt_fmt_bytes(mb->min_budget_bytes, b, sizeof b),
+             "routed to one expert%s)", gpt_fmt_bytes(budget, a, sizeof a), gpt_fmt_bytes(mb->min_budget_bytes, b, sizeof b),
              (unsigned long long)mb->min_budget_bytes, gpt_fmt_bytes(mb->state_bytes, d, sizeof d),
-             gpt_fmt_bytes(mb->work_bytes, e, sizeof e), mb->op, mb->backward ? ", backward" : "", mb->seq);
+             gpt_fmt_bytes(mb->work_bytes, e, sizeof e), mb->op, mb->backward ? ", backward" : "", mb->seq,
+             mb->mode == GPT_MODE_RECOMPUTE ? "; mode recompute, which keeps its saved tensors resident"
+             : mb->mode == GPT_MODE_NONE ? "; mode none, which keeps its saved tensors resident" : "");
     return 1;
 }
 

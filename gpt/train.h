@@ -71,9 +71,16 @@ typedef struct gpt_min_budget {
      * any routing of the same rows. A --host-mem cap at or above it cannot be reached. */
     uint64_t host_bytes;
     int      host_moe;           /* host_bytes carries the MoE routing bound */
+    int      mode;               /* GPT_MODE_SMARTSWAP (the swapping modes), _NONE or _RECOMPUTE */
 } gpt_min_budget;
 int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t min_swap, uint64_t unit,
                          gpt_min_budget *out, char *err, size_t errlen);
+/* The same for one mode's run: smartswap and offload-all as above; none and recompute swap
+ * nothing, so every saved tensor counts as resident, and recompute's iteration is probed in
+ * recompute mode (its backward re-runs each layer's forward). gpt_min_budget_probe is the
+ * swapping modes' figure. */
+int gpt_min_budget_probe_mode(const gpt_config *c, const gpt_schedule *s, int mode, uint64_t min_swap,
+                              uint64_t unit, gpt_min_budget *out, char *err, size_t errlen);
 /* 0 if budget >= mb->min_budget_bytes; else 1 with the refusal (the figure, its parts, the
  * operator) in msg. `smartswap train` refuses such a budget before step 1. */
 int gpt_min_budget_refuse(const gpt_min_budget *mb, uint64_t budget, char *msg, size_t len);

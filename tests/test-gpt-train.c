@@ -416,10 +416,14 @@ typedef struct vrun {
     int        open;
 } vrun;
 
-static int vr_open(vrun *r, const gpt_config *c, const gpt_schedule *s, gpt_mode mode, uint64_t budget) {
+static int vr_open_seg(vrun *r, const gpt_config *c, const gpt_schedule *s, gpt_mode mode, uint64_t budget,
+                       uint64_t segment) {
     char err[256];
     memset(r, 0, sizeof *r);
-    if (gpt_mem_init_ss(&r->mem, "cpu-sim", NULL, budget, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+    if (gpt_mem_init_ss_ex(&r->mem, "cpu-sim", NULL, budget, segment, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
     ss_options o = ss_options_default();
     o.plan_cache_size = 32;
     if (gpt_ssprof_init(&r->prof, &r->mem, &o)) { fprintf(stderr, "%s\n", r->prof.err); return 1; }
@@ -429,6 +433,10 @@ static int vr_open(vrun *r, const gpt_config *c, const gpt_schedule *s, gpt_mode
     if (gpt_batch_buf_init(&r->bb, s)) return 1;
     r->open = 1;
     return 0;
+}
+
+static int vr_open(vrun *r, const gpt_config *c, const gpt_schedule *s, gpt_mode mode, uint64_t budget) {
+    return vr_open_seg(r, c, s, mode, budget, 0);
 }
 
 static void vr_close(vrun *r) {
@@ -782,9 +790,10 @@ static void t_varying_exact(void) {
 /* Issue 14 item 5: the smallest budget (gpt_min_budget_probe) trains. Three configurations
  * (dense with grouped KV heads and a varying length; MoE 4:2 with accumulation and evaluation;
  * naive attention and the full loss, MoE 8:1): smartswap and offload-all at exactly
- * min_budget_bytes, with the exact-size segments `smartswap train` uses below twice it, every
- * loss, evaluation loss and the final weights equal none's (memcmp), no out-of-memory; one unit
- * below is refused; the figure lies between the state and none's peak. */
+ * min_budget_bytes, with the exact-size segments `smartswap train` uses below twice it, and
+ * recompute at exactly its own figure (gpt_min_budget_probe_mode), every loss, evaluation loss
+ * and the final weights equal none's (memcmp), no out-of-memory; one unit below is refused; the
+ * figure lies between the state and none's peak. */
 #define MB_STEPS 5
 static void t_min_budget_trains(void) {
     static const struct { int L, C, A, KV, F, E, K, attn, loss, b, s1, s2, accum, eval; } cf[] = {
@@ -807,34 +816,46 @@ static void t_min_budget_trains(void) {
         char msg[512];
         CHECK(gpt_min_budget_refuse(&mb, mb.min_budget_bytes - 256, msg, sizeof msg) == 1 && strstr(msg, "smallest budget"));
         CHECK(gpt_min_budget_refuse(&mb, mb.min_budget_bytes, msg, sizeof msg) == 0);
-        static mode_run mr[3];
+        gpt_min_budget rmb;
+        if (gpt_min_budget_probe_mode(&c, &s, GPT_MODE_RECOMPUTE, 0, 256, &rmb, err, sizeof err)) {
+            CHECK_MSG(0, "recompute probe: %s", err);
+            continue;
+        }
+        CHECK(gpt_min_budget_refuse(&rmb, rmb.min_budget_bytes - 256, msg, sizeof msg) == 1 &&
+              strstr(msg, "mode recompute"));
+        CHECK_EQ_U64(rmb.state_bytes, mb.state_bytes);
+        static mode_run mr[4];
         memset(mr, 0, sizeof mr);
         mr[0].mode = GPT_MODE_NONE; mr[1].mode = GPT_MODE_SMARTSWAP; mr[2].mode = GPT_MODE_OFFLOAD_ALL;
+        mr[3].mode = GPT_MODE_RECOMPUTE;
         if (vr_open(&mr[0].r, &c, &s, GPT_MODE_NONE, 0)) { CHECK(0); return; }
         for (int i = 1; i < 3; i++)
             if (swap_open_seg(&mr[i], &c, &s, mb.min_budget_bytes, 256)) { CHECK(0); return; }
+        if (vr_open_seg(&mr[3].r, &c, &s, GPT_MODE_RECOMPUTE, rmb.min_budget_bytes, 256)) { CHECK(0); return; }
         int same = 1, fails = 0, evals = 0;
         uint64_t peak = 0;
         for (int st = 0; st < MB_STEPS && !fails; st++) {
-            float l[3], el[3];
-            for (int i = 0; i < 3; i++) {
+            float l[4], el[4];
+            for (int i = 0; i < 4; i++) {
                 gpt_model *mm = mr[i].swap ? &mr[i].model : &mr[i].r.model;
                 if (gpt_train_step(mm, &mr[i].r.data, &s, st, &mr[i].r.bb, &l[i])) {
                     CHECK_MSG(0, "config %zu %s step %d at %llu bytes: %s", k, gpt_mode_name(mr[i].mode), st,
-                              (unsigned long long)mb.min_budget_bytes, mm->errmsg);
+                              (unsigned long long)(i == 3 ? rmb : mb).min_budget_bytes, mm->errmsg);
                     fails++;
                 }
                 if (i == 0 && mm->stats.peak_bytes > peak) peak = mm->stats.peak_bytes;
             }
-            same &= !memcmp(&l[0], &l[1], sizeof l[0]) && !memcmp(&l[0], &l[2], sizeof l[0]);
+            same &= !memcmp(&l[0], &l[1], sizeof l[0]) && !memcmp(&l[0], &l[2], sizeof l[0]) &&
+                    !memcmp(&l[0], &l[3], sizeof l[0]);
             if (s.eval_every && (st + 1) % s.eval_every == 0 && !fails) {
-                for (int i = 0; i < 3; i++)
+                for (int i = 0; i < 4; i++)
                     if (gpt_eval_step(mr[i].swap ? &mr[i].model : &mr[i].r.model, &mr[i].r.data, &s, evals,
                                       st + evals + 1, &mr[i].r.bb, &el[i])) {
                         CHECK_MSG(0, "config %zu %s: eval failed", k, gpt_mode_name(mr[i].mode));
                         fails++;
                     }
-                same &= !fails && !memcmp(&el[0], &el[1], sizeof el[0]) && !memcmp(&el[0], &el[2], sizeof el[0]);
+                same &= !fails && !memcmp(&el[0], &el[1], sizeof el[0]) && !memcmp(&el[0], &el[2], sizeof el[0]) &&
+                        !memcmp(&el[0], &el[3], sizeof el[0]);
                 evals++;
             }
         }
@@ -842,13 +863,19 @@ static void t_min_budget_trains(void) {
         for (int i = 1; i < 3 && !fails; i++)
             CHECK_MSG(same_params(&mr[0].r.model, &mr[i].model, 0), "config %zu %s: final weights differ", k,
                       gpt_mode_name(mr[i].mode));
+        CHECK_MSG(fails || same_params(&mr[0].r.model, &mr[3].r.model, 0), "config %zu recompute: final weights differ", k);
+        CHECK_MSG(rmb.min_budget_bytes <= peak, "config %zu: recompute's smallest %llu above none's peak %llu", k,
+                  (unsigned long long)rmb.min_budget_bytes, (unsigned long long)peak);
         CHECK_MSG(mb.min_budget_bytes > mb.state_bytes && mb.min_budget_bytes <= peak,
                   "config %zu: smallest %llu, state %llu, none's peak %llu", k, (unsigned long long)mb.min_budget_bytes,
                   (unsigned long long)mb.state_bytes, (unsigned long long)peak);
         fprintf(stderr, "     config %zu: smallest budget %llu = state %llu + %llu (%s), none's peak %llu: smartswap and "
-                "offload-all bit-identical to none at it\n", k, (unsigned long long)mb.min_budget_bytes,
-                (unsigned long long)mb.state_bytes, (unsigned long long)mb.work_bytes, mb.op, (unsigned long long)peak);
+                "offload-all bit-identical to none at it; recompute's %llu (%s), bit-identical at it\n", k,
+                (unsigned long long)mb.min_budget_bytes, (unsigned long long)mb.state_bytes,
+                (unsigned long long)mb.work_bytes, mb.op, (unsigned long long)peak,
+                (unsigned long long)rmb.min_budget_bytes, rmb.op);
         vr_close(&mr[0].r);
+        vr_close(&mr[3].r);
         for (int i = 1; i < 3; i++) swap_close(&mr[i]);
     }
 }

@@ -357,21 +357,25 @@ int cmd_train(int argc, char **argv) {
                   (unsigned long long)gpt_param_count(c), (unsigned long long)state);
         return 1;
     }
-    /* the smallest budget that trains this configuration (gpt_min_budget_probe): refused below
-     * it before anything runs, in every mode but recompute (whose working set differs) */
+    /* the smallest budget that trains this configuration in this mode (gpt_min_budget_probe_mode):
+     * refused below it before anything runs, in every mode (none and recompute swap nothing: their
+     * figure counts every saved tensor resident, recompute's with its re-run layers) */
     gpt_schedule psch = {c->batch, fl.seq_min, c->seq, (int)fl.accum, (int)fl.eval_every, (uint64_t)fl.seed,
                          (float)fl.lr};
     gpt_min_budget mb;
     uint64_t unit = opts.granule_bytes ? opts.granule_bytes : 256;
-    if (gpt_min_budget_probe(c, &psch, opts.min_swap_bytes, unit, &mb, err, sizeof err)) {
+    gpt_min_budget mbm;   /* this mode's own: none and recompute keep their saved tensors */
+    if (gpt_min_budget_probe(c, &psch, opts.min_swap_bytes, unit, &mb, err, sizeof err) ||
+        (!swapping && gpt_min_budget_probe_mode(c, &psch, fl.mode, opts.min_swap_bytes, unit, &mbm, err, sizeof err))) {
         cli_error(CMD, NULL, "the smallest-budget probe failed: %s", err);
         return 1;
     }
+    if (swapping) mbm = mb;
     char refusal[512];
-    if (fl.mode != GPT_MODE_RECOMPUTE && gpt_min_budget_refuse(&mb, fl.budget, refusal, sizeof refusal)) {
+    if (gpt_min_budget_refuse(&mbm, fl.budget, refusal, sizeof refusal)) {
         cli_error(CMD,
                   swapping ? "raise --budget to at least the smallest budget, or lower --min-swap, --batch or --seq"
-                           : "raise --budget, or use --mode smartswap or offload-all (the smallest budget is theirs)",
+                           : "raise --budget to at least the smallest budget, or use --mode smartswap or offload-all (they swap saved tensors out, so theirs is lower)",
                   "%s", refusal);
         return 1;
     }
@@ -426,7 +430,7 @@ int cmd_train(int argc, char **argv) {
      * under which 'any budget at or above the smallest trains' holds (no fragmentation) */
     uint64_t segment = fl.segment ? fl.segment
                        : (fl.budget_given || opts.budget_bytes)
-                           ? gpt_mem_segment_for_run(fl.budget, state, opts.granule_bytes ? 0 : mb.min_budget_bytes)
+                           ? gpt_mem_segment_for_run(fl.budget, state, opts.granule_bytes ? 0 : mbm.min_budget_bytes)
                            : 0;
     if (gpt_mem_init_ss_ex(&mem, fl.device, &opts, fl.budget, segment, err, sizeof err)) {
         cli_error(CMD, NULL, "%s", err);
@@ -547,6 +551,10 @@ int cmd_train(int argc, char **argv) {
         printf("  host need %s (%llu bytes): the most pinned host memory swapping can hold (every saved tensor's "
                "host copy at once); a --host-mem cap below it is refused\n", gpt_fmt_bytes(mb.host_bytes, a, sizeof a),
                (unsigned long long)mb.host_bytes);
+    if (!swapping)
+        printf("  smallest budget in mode %s %s (%llu bytes: saved tensors stay resident; working set %s at %s)\n",
+               gpt_mode_name((gpt_mode)fl.mode), gpt_fmt_bytes(mbm.min_budget_bytes, a, sizeof a),
+               (unsigned long long)mbm.min_budget_bytes, gpt_fmt_bytes(mbm.work_bytes, d, sizeof d), mbm.op);
     if (fl.plan_in) printf("  plans    %u loaded from %s\n", plans_loaded, fl.plan_in);
     printf("  data     %s, %zu bytes\n", data.source, data.n);
     printf("  kernels  %s, %d thread%s\n", gpt_kernels_describe(), threads, threads == 1 ? "" : "s");
