@@ -58,6 +58,8 @@ typedef struct cfg {
     const char *mode;
     double gbps, jitter_us, frac;
     int headroom0;              /* smartswap: --plan-headroom 0 (the issue's aim) */
+    int accept;                 /* > 0: the budget is state + 1/accept of none's activations (the
+                                   issue's acceptance fractions 3, 4, 6, 10) instead of frac */
 } cfg;
 
 static void draw(cfg *c, uint64_t seed, int k) {
@@ -94,6 +96,13 @@ static void draw(cfg *c, uint64_t seed, int k) {
     c->headroom0 = !strcmp(c->mode, "smartswap") && pick(0, 3) == 0;
     double u = unit();
     c->frac = pick(0, 3) == 0 ? 0 : pick(0, 3) == 0 ? 1 : u * u;   /* the ends, and the low end more */
+    /* every even configuration: issue 14's acceptance fractions in turn, in a swapping mode
+     * (so the short form, configurations 0..7, runs 1/3, 1/4, 1/6 and 1/10 once each) */
+    if (k % 2 == 0) {
+        static const int fr[] = {3, 4, 6, 10};
+        c->accept = fr[(k / 2) % 4];
+        if (!strcmp(c->mode, "recompute")) c->mode = "smartswap";
+    }
 }
 
 static void describe(const cfg *c, char *buf, size_t len) {
@@ -106,7 +115,13 @@ static void describe(const cfg *c, char *buf, size_t len) {
 
 /* Runs the trainer; returns its exit status (-1 if it could not run); output in tag.out. */
 static int train(const cfg *c, const char *tag, const char *mode, uint64_t budget, int jitter) {
-    char cmd[8192], moe[32] = "", seq[32], bud[80] = "", env[64] = "";
+    char cmd[8192], moe[32] = "", seq[32], bud[80] = "", env[64] = "", old[256];
+    /* an earlier configuration's files must not pass for this run's (a refusal writes none) */
+    static const char *const ext[] = {"jsonl", "w", "out"};
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        snprintf(old, sizeof old, "%s/%s.%s", tmpdir, tag, ext[i]);
+        unlink(old);
+    }
     if (c->E) snprintf(moe, sizeof moe, "--moe %d:%d", c->E, c->K);
     if (c->seq_min == c->seq_max) snprintf(seq, sizeof seq, "%d", c->seq_min);
     else snprintf(seq, sizeof seq, "%d:%d", c->seq_min, c->seq_max);
@@ -183,6 +198,7 @@ typedef struct tally {
     int ok, refused, failed, by_mode[3], low, high, swapped, evicted;
     int cap_runs, cap_ok, cap_before, cap_mid;   /* host-memory cap runs and their outcomes */
     int cap_by[5][3];                            /* by cap / need quarter (4: >= need): runs, trained, refused */
+    int accept_ok[4], accept_refused[4];         /* state + 1/3, 1/4, 1/6, 1/10: trained, refused */
     double fmin, fmax;
 } tally;
 
@@ -206,6 +222,10 @@ static void one(uint64_t seed, int k, tally *t) {
         if (v > peak) peak = v;
     }
     CHECK_MSG(minb > 0 && peak > 0, "config %d: no min_budget_bytes or peak_bytes in the log", k);
+    uint64_t state = json_u64(rlog, "state_bytes");
+    CHECK_MSG(state > 0 && state < peak, "config %d: state_bytes %llu, none's peak %llu", k,
+              (unsigned long long)state, (unsigned long long)peak);
+    uint64_t accept_budget = c.accept && state < peak ? state + (peak - state) / (uint64_t)c.accept : 0;
     if (peak < minb) peak = minb;
     if (!strcmp(c.mode, "recompute")) {
         /* recompute swaps nothing: its low end is its own peak without a budget (the trainer's
@@ -221,7 +241,7 @@ static void one(uint64_t seed, int k, tally *t) {
         if (rpeak > minb) minb = rpeak;
         if (peak < minb) peak = minb;
     }
-    uint64_t budget = minb + (uint64_t)((double)(peak - minb) * c.frac);
+    uint64_t budget = accept_budget ? accept_budget : minb + (uint64_t)((double)(peak - minb) * c.frac);
     int rc2 = train(&c, "run", c.mode, budget, 1);
     char *out = slurp("run", "out", NULL), *blog = slurp("run", "jsonl", NULL);
     int mi = !strcmp(c.mode, "smartswap") ? 0 : !strcmp(c.mode, "offload-all") ? 1 : 2;
@@ -230,9 +250,10 @@ static void one(uint64_t seed, int k, tally *t) {
     int fail = 0;
     if (rc2 != 0 && run_lines == 0 && out && strstr(out, "smallest budget")) {
         /* refused before step 1: fine below the run's own smallest budget only */
-        uint64_t own = 0;
-        const char *p = strstr(out, "--budget ");
-        if (p) own = strtoull(p + 9, NULL, 10);
+        uint64_t own = 0;   /* "... this configuration: 427.00 KiB (437248 bytes) = ..." */
+        const char *p = strstr(out, "this configuration: ");
+        if (p) p = strchr(p, '(');
+        if (p) own = strtoull(p + 1, NULL, 10);
         CHECK_MSG(own > budget, "config %d (%s at %llu): refused at or above its smallest budget: %.300s", k, c.mode,
                   (unsigned long long)budget, out);
         if (own <= budget) fail = 1;
@@ -269,7 +290,9 @@ static void one(uint64_t seed, int k, tally *t) {
         if (c.frac > 0.75) t->high++;
         if (c.frac < t->fmin) t->fmin = c.frac;
         if (c.frac > t->fmax) t->fmax = c.frac;
+        if (c.accept) t->accept_ok[c.accept == 3 ? 0 : c.accept == 4 ? 1 : c.accept == 6 ? 2 : 3]++;
     }
+    if (!fail && rc2 != 0 && c.accept) t->accept_refused[c.accept == 3 ? 0 : c.accept == 4 ? 1 : c.accept == 6 ? 2 : 3]++;
     if (host_mem_runs && !fail && rc2 == 0 && sw && out && strstr(out, "host pool peak ")) {
         /* the host-memory bullet: a cap drawn around what the run's pool reached (5 % to 120 %)
          * or around the trainer's own host need (host_need_bytes: 80 % to 120 %, a sixth of them
@@ -345,8 +368,10 @@ static void one(uint64_t seed, int k, tally *t) {
         }
     }
     if (verbose || fail)
-        fprintf(stderr, "  %3d %-11s%s budget %8llu (min %8llu + %.3f x (peak %8llu - min)) jitter %3.0f us swapped %7llu  %s: %s\n", k,
-                c.mode, c.headroom0 ? " h0" : "   ", (unsigned long long)budget, (unsigned long long)minb, c.frac, (unsigned long long)peak,
+        fprintf(stderr, "  %3d %-11s%s budget %8llu (%s%d; min %8llu + %.3f x (peak %8llu - min)) jitter %3.0f us swapped %7llu  %s: %s\n", k,
+                c.mode, c.headroom0 ? " h0" : "   ", (unsigned long long)budget, c.accept ? "state + act/" : "frac ", c.accept,
+                (unsigned long long)minb, c.accept ? ((double)budget - (double)minb) / (double)(peak > minb ? peak - minb : 1) : c.frac,
+                (unsigned long long)peak,
                 c.jitter_us, (unsigned long long)sw, what, fail ? "FAIL" : rc2 == 0 ? "identical" : "refused before step 1");
     free(la); free(lb); free(out); free(blog); free(rlog);
 }
@@ -386,6 +411,10 @@ int main(int argc, char **argv) {
             "%d refused before step 1 below their own smallest budget, %d failed\n",
             n, (unsigned long long)seed, s, t.ok, t.by_mode[0], t.by_mode[1], t.by_mode[2], t.low, t.high, t.swapped, t.evicted, t.refused,
             t.failed);
+    fprintf(stderr, "acceptance fractions (state + 1/N of none's activations, a swapping mode; trained bit-identical / "
+            "refused before step 1 below the smallest budget): 1/3 %d/%d, 1/4 %d/%d, 1/6 %d/%d, 1/10 %d/%d\n",
+            t.accept_ok[0], t.accept_refused[0], t.accept_ok[1], t.accept_refused[1], t.accept_ok[2], t.accept_refused[2],
+            t.accept_ok[3], t.accept_refused[3]);
     if (host_mem_runs)
         fprintf(stderr, "host-mem: %d capped runs (half 5 %% to 120 %% of the pool peak, half 80 %% to 120 %% of host_need_bytes): "
                 "%d trained identical to none, %d refused before step 1 naming the need, %d with an error after "
