@@ -192,6 +192,8 @@ typedef struct ss_alloc_stats {
     uint64_t granules_mapped, granules_cached;      /* now; cached: touched by no block */
     uint64_t granule_maps, granule_unmaps;          /* device map / unmap calls */
     uint64_t granules_busy;                         /* unmaps refused: a copy still touched it */
+    uint64_t guard_overruns;                        /* virtual-memory mode: releases that found
+                                                       a block's guard bytes overwritten */
 } ss_alloc_stats;
 
 ss_status ss_alloc_get_stats(const ss_alloc_t *a, ss_alloc_stats *out);

@@ -39,6 +39,7 @@ struct ss_block {
     uint8_t  has_stamp;           /* FREE: holds memory released with a pending use, not yet
                                      handed out since; stamp = completion of that use */
     uint8_t  lifetime;            /* LIVE: the ss_lifetime it was requested with */
+    uint64_t req;                 /* LIVE: the bytes requested (size is rounded up) */
     seg     *sg;
     uint64_t off;                 /* offset within the segment */
     uint64_t size;
@@ -112,6 +113,10 @@ struct ss_alloc {
     uint64_t mapped, cached_g;    /* granules mapped; of them, touched by no live/pending block */
     uint64_t nsmall_g;            /* granules of the small pool touched by a live/pending block */
     uint64_t large_g;             /* sum over live/pending large blocks of ceil(size / G) */
+    int      guard;               /* per-block guards (virtual-memory mode on a device that
+                                     poisons, e.g. cpu-sim): the bytes after each request up to
+                                     the end of its block (small pool) or of its last granule
+                                     (large) hold the poison pattern, checked at release */
     char     oom_msg[320];        /* the last out-of-memory's explanation */
 };
 
@@ -886,6 +891,7 @@ ss_status ss_alloc_new(ss_device_t *dev, const ss_alloc_config *cfg, ss_alloc_t 
             }
             c.granule_bytes = g;
             a->vm = 1;
+            a->guard = dev != NULL;
             a->G = g;
             a->nb = budget / g;
             budget = budget == UINT64_MAX ? UINT64_MAX : a->nb * g;
@@ -1124,6 +1130,37 @@ ss_status ss_alloc_last_oom(const ss_alloc_t *a, char *buf, size_t len) {
     return SS_OK;
 }
 
+/* The guard of b (virtual-memory mode): [req, end) within b's address range, where end is the
+ * block's end in the small pool and the end of its last granule otherwise (no other block
+ * starts inside a large block's last granule). 0 when there is none. */
+static uint64_t guard_len(const ss_alloc_t *a, const struct ss_block *b) {
+    if (!a->guard || !b->sg->dptr) return 0;
+    uint64_t end = b->size;
+    if (b->sg->pool != POOL_SMALL) end = round_up(b->off + b->size, a->G) - b->off;
+    return end > b->req ? end - b->req : 0;
+}
+
+static void guard_set(ss_alloc_t *a, struct ss_block *b) {
+    uint64_t n = guard_len(a, b);
+    if (!n) return;
+    ss_status st = ss_mem_poison(a->dev, (char *)b->sg->dptr + b->off + b->req, (size_t)n);
+    if (st == SS_ERR_UNSUPPORTED) a->guard = 0;   /* a device that cannot poison: no guards */
+}
+
+/* SS_ERR_CORRUPT (logged, counted) when b's guard bytes were overwritten: an overrun of the
+ * request, into the rest of its block or granule and towards the next tensor of the range. */
+static ss_status guard_check(ss_alloc_t *a, const struct ss_block *b, const char *fn) {
+    uint64_t n = guard_len(a, b);
+    size_t bad = 0;
+    if (!n || ss_mem_check_poison(a->dev, (const char *)b->sg->dptr + b->off + b->req, (size_t)n, &bad) != SS_OK ||
+        !bad)
+        return SS_OK;
+    a->st.guard_overruns++;
+    SS_ERROR("%s: block %p of %" PRIu64 " bytes: %zu of its %" PRIu64 " guard bytes overwritten (buffer overrun)",
+             fn, (void *)((char *)b->sg->dptr + b->off), b->req, bad, n);
+    return SS_ERR_CORRUPT;
+}
+
 ss_status ss_alloc_malloc(ss_alloc_t *a, size_t n, ss_block_t **out) {
     return ss_alloc_malloc_tagged(a, n, SS_LIFETIME_ITERATION, out);
 }
@@ -1189,7 +1226,12 @@ ss_status ss_alloc_malloc_tagged(ss_alloc_t *a, size_t n, ss_lifetime lifetime, 
             SS_INFO("alloc: %s", a->oom_msg);
         }
     }
-    if (st == SS_OK) { b->lifetime = (uint8_t)lifetime; *out = b; }
+    if (st == SS_OK) {
+        b->lifetime = (uint8_t)lifetime;
+        b->req = (uint64_t)n;
+        guard_set(a, b);
+        *out = b;
+    }
     unlock(a);
     return st;
 }
@@ -1233,6 +1275,7 @@ ss_status ss_alloc_free(ss_alloc_t *a, ss_block_t *b) {
     SS_CHECK_ARG(!a || !b, "ss_alloc_free: NULL %s", !a ? "allocator" : "block");
     lock(a);
     ss_status st = check_live(a, b, "ss_alloc_free");
+    ss_status gst = st == SS_OK ? guard_check(a, b, "ss_alloc_free") : SS_OK;
     if (st == SS_OK) {
         a->st.free_calls++;
         a->nlive--;
@@ -1240,7 +1283,7 @@ ss_status ss_alloc_free(ss_alloc_t *a, ss_block_t *b) {
         release_block(a, b, 0, 0);
     }
     unlock(a);
-    return st;
+    return st != SS_OK ? st : gst;   /* an overrun: freed all the same, SS_ERR_CORRUPT */
 }
 
 /* Live -> pending (bytes stay in use). */
@@ -1268,6 +1311,7 @@ ss_status ss_alloc_free_at(ss_alloc_t *a, ss_block_t *b, uint64_t k, ss_event_t 
     SS_CHECK_ARG(!a || !b, "ss_alloc_free_at: NULL %s", !a ? "allocator" : "block");
     lock(a);
     ss_status st = check_live(a, b, "ss_alloc_free_at");
+    if (st == SS_OK) (void)guard_check(a, b, "ss_alloc_free_at");   /* logged and counted */
     if (st == SS_OK) {
         if (a->cfg.release_mode == SS_RELEASE_MODE_STOCK) {
             st = stock_locked(a, b, e, t_done);
@@ -1286,6 +1330,7 @@ ss_status ss_alloc_free_stock(ss_alloc_t *a, ss_block_t *b, ss_event_t *e, doubl
     SS_CHECK_ARG(!a || !b, "ss_alloc_free_stock: NULL %s", !a ? "allocator" : "block");
     lock(a);
     ss_status st = check_live(a, b, "ss_alloc_free_stock");
+    if (st == SS_OK) (void)guard_check(a, b, "ss_alloc_free_stock");   /* logged and counted */
     if (st == SS_OK) st = stock_locked(a, b, e, t_done);
     unlock(a);
     return st;
@@ -1480,10 +1525,10 @@ ss_status ss_alloc_stats_format(const ss_alloc_stats *s, char *buf, size_t len) 
         size_t u = (size_t)w;
         int w2 = snprintf(buf + u, len - u,
                           "granules         %" PRIu64 " mapped (%" PRIu64 " cached) of %s; %" PRIu64
-                          " maps, %" PRIu64 " unmaps, %" PRIu64 " busy\n",
+                          " maps, %" PRIu64 " unmaps, %" PRIu64 " busy; %" PRIu64 " guard overruns\n",
                           s->granules_mapped, s->granules_cached,
                           ss_format_size(s->granule_bytes, b[3], 32), s->granule_maps,
-                          s->granule_unmaps, s->granules_busy);
+                          s->granule_unmaps, s->granules_busy, s->guard_overruns);
         if (w2 < 0 || (size_t)w2 >= len - u) return SS_ERR_INVALID;
     }   /* truncated (buf still terminated) */
     return SS_OK;
