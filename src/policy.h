@@ -36,11 +36,10 @@ typedef struct ssi_policy_config {
                                  temporaries an operator allocates and frees inside itself are
                                  not in them, so a plan at the full budget can be short by those
                                  during the operator. Measured (tests/test-replay, trace-gen
-                                 profiles at 1/2, 1/3, 1/4 of the peak, no Stable eviction):
-                                 0.035 was needed once; re-measured 2026-12-02 (plain segments,
-                                 16 and 64 KiB granules) 0 suffices, the replay driver's
-                                 default. The
-                                 trainer's own default is GPT_PLAN_HEADROOM (gpt/mem-ss.h). */
+                                 profiles at 1/2, 1/3, 1/4 of the peak): 0.035 is the smallest
+                                 of {0, 0.02, 0.035} with no Stable eviction (0.05 before the
+                                 simulator held unattributed memory per operator as the run
+                                 does). 0 for profiles that list their temporaries. */
     int      skip_min_budget; /* 1: never search the smallest feasible budget (overrides
                                  min_budget): an infeasible plan reports min_budget_bytes 0 and
                                  is the best effort at this budget only (no retry with the plan

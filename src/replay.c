@@ -20,7 +20,7 @@ void ssi_replay_config_default(ssi_replay_config *c) {
     c->iters = 1;
     c->time.mode = SSI_TIME_LAYER;
     c->timeline_iter = UINT32_MAX;
-    c->plan_headroom = 0;   /* measured (2026-12-02): see ssi_policy_config.headroom */
+    c->plan_headroom = 0.035;   /* measured: see ssi_policy_config.headroom */
 }
 
 void ssi_replay_result_free(ssi_replay_result *r) {

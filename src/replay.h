@@ -29,8 +29,8 @@ typedef struct ssi_replay_config {
     int      plan_from_profile; /* 1: the plan was made from this (normalized) profile: saves are
                                  matched against all its saved tensors */
     double   plan_headroom;   /* stage-driven plans are made for budget * (1 - this) when that
-                                 is feasible (default 0: measured sufficient on
-                                 2026-12-02, docs/policy.md) */
+                                 is feasible (default 0.05: fragmentation the recorded profile
+                                 cannot show) */
     uint64_t segment_bytes;   /* the allocator's segment size (0: its default); the policy's
                                  plans use the same */
     ssi_time_config time;     /* per-operator durations (ssi_sim_op_times); mode LAYER with
