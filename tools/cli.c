@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -77,4 +78,14 @@ int cli_int(const char *cmd, const char *flag, const char *value, long lo, long 
     }
     *out = v;
     return 0;
+}
+
+void cli_print_floor(const char *lead, uint64_t floor_bytes, uint64_t state_bytes, uint32_t op,
+                     const char *op_name, const char *other) {
+    char f[32], s[32], w[32];
+    printf("%ssmallest budget %s (%" PRIu64 " bytes) = state %s + the largest working set of one operator %s "
+           "(at op %u, %s); smartswap %s prints the same\n",
+           lead, ss_format_size(floor_bytes, f, sizeof f), floor_bytes, ss_format_size(state_bytes, s, sizeof s),
+           ss_format_size(floor_bytes > state_bytes ? floor_bytes - state_bytes : 0, w, sizeof w), op, op_name,
+           other);
 }

@@ -39,6 +39,12 @@ int cli_size(const char *cmd, const char *flag, const char *value, uint64_t *out
 int cli_double(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out);
 int cli_int(const char *cmd, const char *flag, const char *value, long lo, long hi, long *out);
 
+/* Prints "<lead><floor> (<n> bytes) = state <s> + the largest working set of one operator <w>
+ * (at op <op>, <op_name>); smartswap <other> prints the same": the smallest budget of a profile
+ * (ssi_policy_floor), in the words plan and replay share. */
+void cli_print_floor(const char *lead, uint64_t floor_bytes, uint64_t state_bytes, uint32_t op,
+                     const char *op_name, const char *other);
+
 /* ---- model and workload flags shared by trace gen and simulate (cli-model.c) ---------------- */
 struct ssi_workload_config;
 typedef struct cli_model {

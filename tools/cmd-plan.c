@@ -320,11 +320,8 @@ int cmd_plan(int argc, char **argv) {
         printf("\n                   (this profile's iteration as planned; smartswap train's smallest budget\n"
                "                   covers every length and routing of its configuration: docs/policy.md)\n");
         if (floor_b)
-            printf("  working set      smallest budget %s (%" PRIu64 " bytes) = state %s + the largest working set of "
-                   "one operator %s (at op %u, %s); smartswap replay prints the same\n",
-                   ss_format_size(floor_b, b[6], 32), floor_b, ss_format_size(ps.base_bytes, b[8], 32),
-                   ss_format_size(floor_b > ps.base_bytes ? floor_b - ps.base_bytes : 0, b[9], 32), floor_op,
-                   p->names[p->ops[floor_op].name]);
+            cli_print_floor("  working set      ", floor_b, ps.base_bytes, floor_op,
+                            p->names[p->ops[floor_op].name], "replay");
         if (pl->feasible && rc == 0) printf("  plan written to  %s\n", out);
         if (plot_path && rc == 0) printf("  plot written to  %s\n", plot_path);
     }

@@ -220,11 +220,7 @@ int cmd_replay(int argc, char **argv) {
                ss_format_size(r.budget_bytes, b[2], 32), ss_format_size(r.swapped_bytes, b[3], 32),
                r.evictions, r.misses, r.stalls, r.event_queries, r.reuse_mean_s);
         if (floor_b)
-            printf("smallest budget %s (%" PRIu64 " bytes) = state %s + the largest working set of one operator %s "
-                   "(at op %u, %s); smartswap plan prints the same\n",
-                   ss_format_size(floor_b, b[1], 32), floor_b, ss_format_size(ps.base_bytes, b[2], 32),
-                   ss_format_size(floor_b > ps.base_bytes ? floor_b - ps.base_bytes : 0, b[3], 32), floor_op,
-                   p->names[p->ops[floor_op].name]);
+            cli_print_floor("", floor_b, ps.base_bytes, floor_op, p->names[p->ops[floor_op].name], "plan");
         if (rc.timeline_path) printf("timeline: %s\n", rc.timeline_path);
     }
     int bad = r.corrupt_reads || r.oom;
