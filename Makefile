@@ -282,11 +282,13 @@ FUZZ_SECONDS ?= 60
 STRESS_N     ?= 200
 STRESS_HOST_MEM ?= 1
 SOAK_STEPS   ?= 2000
-.PHONY: fuzz stress soak
+.PHONY: fuzz stress soak fault-sweep
 fuzz:
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh scripts/fuzz.sh
 stress: $(CLI) $(BUILD)/tests/test-stress
 	SS_CLI=$(CLI) STRESS_N=$(STRESS_N) STRESS_HOST_MEM=$(STRESS_HOST_MEM) $(BUILD)/tests/test-stress
+fault-sweep: $(CLI) $(BUILD)/tests/test-fault-sweep
+	SS_CLI=$(CLI) FAULT_SWEEP_FULL=1 $(BUILD)/tests/test-fault-sweep
 soak: $(BUILD)/tests/test-soak
 	SOAK_STEPS=$(SOAK_STEPS) $(BUILD)/tests/test-soak
 # --- [issue 14 item 8] end

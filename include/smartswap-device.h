@@ -96,6 +96,28 @@ ss_status ss_device_fault(ss_device_t *dev, const char *kind, uint64_t nth, int 
 ss_status ss_device_fault_arm(ss_device_t *fault_dev, const char *kind, uint64_t nth,
                               int repeat, ss_status fail);
 
+/* Arms a fault device to fail the nth call (1-based, once) made from one call site of the
+ * library: site is "FILE:LINE" as the sites list names it (FILE matched as a path suffix);
+ * fail = SS_OK fails with the kind's own status (SS_ERR_OOM for alloc, else SS_ERR_DEVICE);
+ * nth = 0 disarms. Calls from outside the library have the site "?:0". */
+ss_status ss_device_fault_arm_site(ss_device_t *fault_dev, const char *site, uint64_t nth,
+                                   ss_status fail);
+
+/* One call site a fault device has seen: the library file and line, the kind, its calls. */
+typedef struct ss_fault_site {
+    const char *file;
+    int         line;
+    const char *kind;     /* "alloc", "copy", "event" or "stream" */
+    uint64_t    calls;
+} ss_fault_site;
+
+/* Copies up to cap sites, in the order of their first call, to out; returns how many there are
+ * (0 for a device that is not a fault device). */
+size_t ss_device_fault_sites(const ss_device_t *fault_dev, ss_fault_site *out, size_t cap);
+
+/* The failures a fault device has injected so far. */
+uint64_t ss_device_fault_injected(const ss_device_t *fault_dev);
+
 /* Closes the device. Returns SS_ERR_STATE and closes nothing if device memory, host memory,
  * streams or events it handed out are still live (each kind is logged with its count). */
 ss_status ss_device_close(ss_device_t *dev);

@@ -1,12 +1,16 @@
 /* device-fault.c: the "fault" device wrapper, for tests. It forwards every call to an inner
  * device through the inner device's public calls and fails the nth call (1-based) of a chosen
- * kind with a chosen status, once or from then on (the countdown of sqlite's test_malloc.c).
- * Kinds: "alloc" (device and host allocations), "copy", "event" (new, record, wait, query,
- * sync), "stream" (new, wrap, sync). Frees never fail, so cleanup paths can always run.
+ * kind with a chosen status, once or from then on (the countdown of sqlite's test_malloc.c), or
+ * the nth call made from one call site (file and line, noted by internal.h's macros).
+ * Kinds: "alloc" (device and host allocations, VM maps), "copy", "event" (new, record, wait,
+ * query, sync), "stream" (new, wrap, sync). Frees never fail, so cleanup paths can always run.
+ * It counts every call by site; "fault:NAME" opens NAME wrapped, armed from SMARTSWAP_FAULT, and
+ * writes the sites and their counts to SMARTSWAP_FAULT_REPORT at close (docs/testing.md).
  * Backend handles here are the inner device's ss_stream_t / ss_event_t pointers.
  */
 #include "device-impl.h"
 
+#include <errno.h>
 #include <stdio.h>
 
 enum { FK_ALLOC, FK_COPY, FK_EVENT, FK_STREAM, FK_N };
@@ -20,21 +24,59 @@ typedef struct fault_dev {
     int repeat[FK_N];
     ss_status fail[FK_N];
     uint64_t injected;          /* failures injected so far */
+    struct fsite { const char *file; int line, kind; uint64_t count; } *sites;   /* by first call */
+    size_t nsites, capsites;
+    char site_file[256];        /* the armed site: a file name (matched as a suffix) ... */
+    int site_line;              /* ... and line; 0 = none armed */
+    uint64_t site_nth, site_count;
+    ss_status site_fail;        /* SS_OK: the kind's own (SS_ERR_OOM for alloc, else SS_ERR_DEVICE) */
+    char *report;               /* "fault:" devices: SMARTSWAP_FAULT_REPORT, written at close */
 } fault_dev;
 
-/* Counts one call of kind k; returns the status to fail it with, or SS_OK. */
+static int site_matches(const fault_dev *f, const char *file, int line) {
+    if (!f->site_line || line != f->site_line || !file) return 0;
+    size_t a = strlen(file), b = strlen(f->site_file);
+    return a >= b && strcmp(file + a - b, f->site_file) == 0 && (a == b || file[a - b - 1] == '/');
+}
+
+/* Counts one call of kind k at the caller's site; returns the status to fail it with, or SS_OK. */
 static ss_status fault_hit(fault_dev *f, int k) {
     ss_status st = SS_OK;
+    const char *file = ssi_call_site.file;
+    int line = file ? ssi_call_site.line : 0;
     pthread_mutex_lock(&f->mu);
     uint64_t c = ++f->count[k];
     if (f->nth[k] && (c == f->nth[k] || (f->repeat[k] && c > f->nth[k]))) {
         st = f->fail[k];
         f->injected++;
     }
+    size_t i = 0;
+    while (i < f->nsites && !(f->sites[i].line == line && f->sites[i].kind == k &&
+                              (f->sites[i].file == file || (file && f->sites[i].file &&
+                                                            strcmp(f->sites[i].file, file) == 0))))
+        i++;
+    if (i == f->nsites && ssi_grow(&f->sites, &f->capsites, f->nsites + 1, sizeof *f->sites) == SS_OK)
+        f->sites[f->nsites++] = (struct fsite){file, line, k, 0};
+    if (i < f->nsites) f->sites[i].count++;
+    if (st == SS_OK && site_matches(f, file, line) && ++f->site_count == f->site_nth) {
+        st = f->site_fail != SS_OK ? f->site_fail : k == FK_ALLOC ? SS_ERR_OOM : SS_ERR_DEVICE;
+        f->injected++;
+    }
     pthread_mutex_unlock(&f->mu);
-    if (st != SS_OK) SS_DEBUGF("fault: failing %s call %llu with %s", fault_kinds[k],
-                               (unsigned long long)c, ss_status_str(st));
+    if (st != SS_OK) SS_DEBUGF("fault: failing %s call %llu (%s:%d) with %s", fault_kinds[k],
+                               (unsigned long long)c, file ? file : "?", line, ss_status_str(st));
     return st;
+}
+
+/* Writes "smartswap-fault-sites v1", the failures injected and each site's calls to path. */
+static void write_report(const fault_dev *f, const char *path) {
+    FILE *o = fopen(path, "w");
+    if (!o) { SS_ERROR("fault: cannot write the site report %s: %s", path, strerror(errno)); return; }
+    fprintf(o, "smartswap-fault-sites v1\ninjected %llu\n", (unsigned long long)f->injected);
+    for (size_t i = 0; i < f->nsites; i++)
+        fprintf(o, "site %s:%d %s %llu\n", f->sites[i].file ? f->sites[i].file : "?", f->sites[i].line,
+                fault_kinds[f->sites[i].kind], (unsigned long long)f->sites[i].count);
+    if (fclose(o) != 0) SS_ERROR("fault: cannot write the site report %s", path);
 }
 
 #define FAULT(k) do { ss_status fst_ = fault_hit(f, (k)); if (fst_ != SS_OK) return fst_; } while (0)
@@ -42,7 +84,10 @@ static ss_status fault_hit(fault_dev *f, int k) {
 static void f_close(void *ctx) {
     fault_dev *f = ctx;
     ss_device_close(f->inner);   /* cannot fail: the outer wrapper checked for live objects */
+    if (f->report) write_report(f, f->report);
     pthread_mutex_destroy(&f->mu);
+    free(f->report);
+    free(f->sites);
     free(f);
 }
 
@@ -273,4 +318,100 @@ ss_status ss_device_fault(ss_device_t *dev, const char *kind, uint64_t nth, int 
         free(f);
     }
     return st;
+}
+
+ss_status ss_device_fault_arm_site(ss_device_t *fault_dev_, const char *site, uint64_t nth,
+                                   ss_status fail) {
+    SS_CHECK_ARG(!fault_dev_ || fault_dev_->iface != &fault_iface,
+                 "ss_device_fault_arm_site: not a fault device");
+    SS_CHECK_ARG(fail != SS_OK && ((int)fail < 0 || fail >= SS_STATUS_COUNT),
+                 "ss_device_fault_arm_site: status %d is not an error", (int)fail);
+    fault_dev *f = fault_dev_->ctx;
+    const char *colon = site ? strrchr(site, ':') : NULL;
+    char *end = NULL;
+    long line = colon ? strtol(colon + 1, &end, 10) : 0;
+    if (nth) {
+        SS_CHECK_ARG(!colon || colon == site || (size_t)(colon - site) >= sizeof f->site_file || !end ||
+                     *end || line <= 0 || line > 1000000,
+                     "ss_device_fault_arm_site: site '%s' is not FILE:LINE (e.g. src/exec.c:120)",
+                     site ? site : "(null)");
+    }
+    pthread_mutex_lock(&f->mu);
+    f->site_line = nth ? (int)line : 0;
+    if (nth) {
+        memcpy(f->site_file, site, (size_t)(colon - site));
+        f->site_file[colon - site] = 0;
+    }
+    f->site_nth = nth;
+    f->site_count = 0;
+    f->site_fail = fail;
+    pthread_mutex_unlock(&f->mu);
+    return SS_OK;
+}
+
+size_t ss_device_fault_sites(const ss_device_t *fault_dev_, ss_fault_site *out, size_t cap) {
+    if (!fault_dev_ || fault_dev_->iface != &fault_iface) return 0;
+    fault_dev *f = fault_dev_->ctx;
+    pthread_mutex_lock(&f->mu);
+    size_t n = f->nsites;
+    for (size_t i = 0; i < n && i < cap; i++) {
+        out[i].file = f->sites[i].file ? f->sites[i].file : "?";
+        out[i].line = f->sites[i].line;
+        out[i].kind = fault_kinds[f->sites[i].kind];
+        out[i].calls = f->sites[i].count;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+uint64_t ss_device_fault_injected(const ss_device_t *fault_dev_) {
+    if (!fault_dev_ || fault_dev_->iface != &fault_iface) return 0;
+    fault_dev *f = fault_dev_->ctx;
+    pthread_mutex_lock(&f->mu);
+    uint64_t n = f->injected;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+/* "fault:NAME": NAME opened with opts and wrapped. SMARTSWAP_FAULT arms it: KIND:N fails the nth
+ * call of a kind, FILE:LINE:N the nth call from that site (alloc calls fail with SS_ERR_OOM,
+ * the others with SS_ERR_DEVICE); unset, nothing fails. SMARTSWAP_FAULT_REPORT names the file
+ * the sites and their counts are written to at close. */
+ss_status ssi_device_open_fault(const char *inner_name, const ss_options *opts, ss_device_t **out) {
+    const char *spec = getenv("SMARTSWAP_FAULT"), *report = getenv("SMARTSWAP_FAULT_REPORT");
+    char kind[16] = "", site[300] = "";
+    uint64_t nth = 0;
+    if (spec && *spec) {
+        const char *colon = strrchr(spec, ':');
+        char *end = NULL;
+        unsigned long long n = colon ? strtoull(colon + 1, &end, 10) : 0;
+        size_t pre = colon ? (size_t)(colon - spec) : 0;
+        if (!colon || !end || *end || n == 0 || pre == 0 || pre >= sizeof site) {
+            SS_ERROR("SMARTSWAP_FAULT='%s': expected KIND:N (alloc, copy, event or stream) or FILE:LINE:N, "
+                     "N >= 1 (docs/testing.md)", spec);
+            return SS_ERR_INVALID;
+        }
+        memcpy(site, spec, pre);
+        site[pre] = 0;
+        if (kind_index(site) >= 0) { memcpy(kind, site, pre + 1); site[0] = 0; }
+        nth = n;
+    }
+    ss_device_t *inner = NULL, *f = NULL;
+    ss_status st = ss_device_open(inner_name, opts, &inner);
+    if (st != SS_OK) return st;
+    st = ss_device_fault(inner, "alloc", 0, 0, SS_ERR_OOM, &f);
+    if (st != SS_OK) { ss_device_close(inner); return st; }
+    if (nth && kind[0])
+        st = ss_device_fault_arm(f, kind, nth, 0, kind_index(kind) == FK_ALLOC ? SS_ERR_OOM : SS_ERR_DEVICE);
+    else if (nth)
+        st = ss_device_fault_arm_site(f, site, nth, SS_OK);
+    fault_dev *fd = f->ctx;
+    if (st == SS_OK && report && *report && !(fd->report = ssi_strdup(report))) st = SS_ERR_HOST_OOM;
+    if (st != SS_OK) {
+        if (st == SS_ERR_INVALID) SS_ERROR("SMARTSWAP_FAULT='%s' refused (docs/testing.md)", spec);
+        ss_device_close(f);
+        return st;
+    }
+    *out = f;
+    return SS_OK;
 }

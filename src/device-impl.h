@@ -18,6 +18,7 @@
 #ifndef SS_DEVICE_IMPL_H
 #define SS_DEVICE_IMPL_H
 
+#define SSI_NO_SITE_MACROS   /* the device layer forwards calls; the sites are its callers */
 #include "internal.h"
 #include "smartswap-device.h"
 
@@ -153,6 +154,10 @@ void ssi_ptr_free(ssi_ptr_table *t);
 /* Wraps an opened backend into a device object (device.c). SS_ERR_HOST_OOM on failure, and
  * the backend is left open (the caller closes it). */
 ss_status ssi_device_make(const ssi_device_backend *be, ss_device_t **out);
+
+/* "fault:NAME" (device-fault.c): NAME opened and wrapped in the fault device, armed from
+ * SMARTSWAP_FAULT, its site report written to SMARTSWAP_FAULT_REPORT at close. */
+ss_status ssi_device_open_fault(const char *inner_name, const ss_options *opts, ss_device_t **out);
 
 /* Wrapper backends (device-fault.c) forward to an inner device through its public calls and
  * keep the inner device's ss_stream_t / ss_event_t pointers as their own backend handles. */

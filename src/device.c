@@ -8,6 +8,8 @@
 #include <math.h>
 #include <stdio.h>
 
+_Thread_local ssi_site ssi_call_site;   /* internal.h: the site of the device call in progress */
+
 /* ---------------------------------------------------------------------------------------- */
 /* wrapper objects                                                                           */
 
@@ -146,6 +148,7 @@ ss_status ss_device_open(const char *name, const ss_options *opts, ss_device_t *
     SS_CHECK_ARG(!name || !out, "ss_device_open: NULL name or out");
     ss_options def = ss_options_default();
     if (!opts) opts = &def;
+    if (strncmp(name, "fault:", 6) == 0) return ssi_device_open_fault(name + 6, opts, out);
     for (size_t r = 0; r < REGISTRY_N; r++) {
         size_t pl = strlen(registry[r]->prefix);
         if (strncmp(name, registry[r]->prefix, pl) != 0 || (name[pl] && name[pl] != ':')) continue;

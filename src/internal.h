@@ -111,4 +111,38 @@ ss_status ssi_write_file_atomic(const char *path, const void *data, size_t len);
 struct ss_alloc;
 uint64_t ssi_alloc_in_use(const struct ss_alloc *a);
 
+/* ---- call sites of device calls (the fault sweep, docs/testing.md) -------------------------
+ * The library's allocation, map, copy, event and stream calls go through the macros below,
+ * which note the caller's __FILE__ and __LINE__ in a thread-local for the length of the call;
+ * the fault device (device-fault.c) counts and fails calls by that site. The device layer
+ * itself (device-impl.h) defines SSI_NO_SITE_MACROS: its calls forward, they are no site. */
+#include "smartswap-device.h"
+typedef struct ssi_site { const char *file; int line; } ssi_site;
+extern _Thread_local ssi_site ssi_call_site;   /* file NULL: a caller outside the library */
+static inline ss_device_t *ssi_site_begin(const char *file, int line, ss_device_t *dev) {
+    ssi_call_site.file = file;
+    ssi_call_site.line = line;
+    return dev;
+}
+static inline ss_status ssi_site_end(ss_status st) {
+    ssi_call_site.file = NULL;
+    ssi_call_site.line = 0;
+    return st;
+}
+#ifndef SSI_NO_SITE_MACROS
+#define SSI_SITE_CALL(fn, dev, ...) ssi_site_end(fn(ssi_site_begin(__FILE__, __LINE__, (dev)), __VA_ARGS__))
+#define ss_mem_alloc(dev, ...)    SSI_SITE_CALL(ss_mem_alloc, dev, __VA_ARGS__)
+#define ss_host_alloc(dev, ...)   SSI_SITE_CALL(ss_host_alloc, dev, __VA_ARGS__)
+#define ss_vm_map(dev, ...)       SSI_SITE_CALL(ss_vm_map, dev, __VA_ARGS__)
+#define ss_copy_async(dev, ...)   SSI_SITE_CALL(ss_copy_async, dev, __VA_ARGS__)
+#define ss_event_new(dev, ...)    SSI_SITE_CALL(ss_event_new, dev, __VA_ARGS__)
+#define ss_event_record(dev, ...) SSI_SITE_CALL(ss_event_record, dev, __VA_ARGS__)
+#define ss_event_wait(dev, ...)   SSI_SITE_CALL(ss_event_wait, dev, __VA_ARGS__)
+#define ss_event_query(dev, ...)  SSI_SITE_CALL(ss_event_query, dev, __VA_ARGS__)
+#define ss_event_sync(dev, ...)   SSI_SITE_CALL(ss_event_sync, dev, __VA_ARGS__)
+#define ss_stream_new(dev, ...)   SSI_SITE_CALL(ss_stream_new, dev, __VA_ARGS__)
+#define ss_stream_wrap(dev, ...)  SSI_SITE_CALL(ss_stream_wrap, dev, __VA_ARGS__)
+#define ss_stream_sync(dev, ...)  SSI_SITE_CALL(ss_stream_sync, dev, __VA_ARGS__)
+#endif
+
 #endif /* SS_INTERNAL_H */

@@ -459,7 +459,8 @@ ss_status ssi_replay_run(const ss_profile *p0, const ssi_replay_config *c, ssi_r
         ssi_fmt(err, err_len, "cannot open device %s: %s", dname, ss_status_str(st));
         goto out;
     }
-    R.direct = strncmp(ss_device_get_caps(R.dev)->name, "cpu-sim", 7) == 0;
+    const char *cn = ss_device_get_caps(R.dev)->name;   /* cpu-sim, or the fault device around it */
+    R.direct = strncmp(cn, "cpu-sim", 7) == 0 || strncmp(cn, "fault(cpu-sim", 13) == 0;
     if ((st = ss_stream_wrap(R.dev, NULL, &R.compute))) goto out;
     ss_alloc_config ac = ss_alloc_config_default();
     ac.budget_bytes = o.budget_bytes;

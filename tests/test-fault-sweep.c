@@ -11,8 +11,16 @@
  * (ss_device_close refuses otherwise; ASan's leak checker covers the rest in CI). Prints, per
  * kind, the sites swept and how many runs recovered and how many stopped with an error.
  *
- * Not covered here: the trainer (gpt/mem-ss.c) and replay (src/replay.c) open their devices by
- * name and cannot be handed a fault device yet.
+ * The trainer and replay, by call site: the CLI ($SS_CLI, `make test` sets it) runs `train`
+ * (smartswap under a budget; FAULT_SWEEP_FULL=1 adds recompute and offload-all) and `replay` of
+ * tests/data/fault-sweep-replay.jsonl on the device "fault:cpu-sim". A clean run lists every
+ * site (file:line of the library's device call) with its calls (SMARTSWAP_FAULT_REPORT); then
+ * SMARTSWAP_FAULT=FILE:LINE:N fails one call in its own fresh process. FAULT_SWEEP_FULL=1 (make
+ * fault-sweep) fails each site's first, middle and last call; the short form in make test fails
+ * one of them per site, in turn. Each run must exit 0 with the clean run's losses (loss_hex) and
+ * final weights (GPTW file) byte for byte, or replay's reads all intact; or exit 1 with an error
+ * message (no "memory corruption", no crash, no sanitizer report, LeakSanitizer included); and
+ * the device must have closed with nothing live (the report is written only then).
  */
 #include "smartswap.h"
 #include "smartswap-alloc.h"
@@ -21,6 +29,8 @@
 #include "test.h"
 
 #include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define KiB (1ull << 10)
 
@@ -190,11 +200,211 @@ static void sweep(void) {
     ss_log_set(NULL, NULL, SS_LOG_ERROR);
 }
 
+/* ---- the trainer and replay through the CLI, by call site ---------------------------------- */
+
+static const char *cli;
+static char tmpdir[] = "/tmp/ss-fault-sweep-XXXXXX";
+static char data_dir[4096] = "tests/data";
+
+typedef struct cli_run {
+    int   rc;             /* exit status; 128 + signal for a crash */
+    char *out;            /* stdout + stderr */
+    int   closed;         /* the fault device wrote its report: it closed with nothing live */
+    uint64_t injected;
+    char  losses[8192];   /* the trainer's loss_hex values in order */
+    char *weights;        /* the trainer's final weights file */
+    size_t weights_n;
+} cli_run;
+
+typedef struct site_t { char name[200]; char kind[8]; uint64_t calls; } site_t;
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, len = 0, r;
+    char *b = malloc(cap);
+    while (b && (r = fread(b + len, 1, cap - len - 1, f)) > 0) {
+        len += r;
+        if (cap - len < 1024) { char *nb = realloc(b, cap *= 2); if (!nb) { free(b); b = NULL; } else b = nb; }
+    }
+    fclose(f);
+    if (b) b[len] = 0;
+    if (n) *n = len;
+    return b;
+}
+
+static void cli_run_free(cli_run *r) { free(r->out); free(r->weights); memset(r, 0, sizeof *r); }
+
+/* Runs `$SS_CLI args` with SMARTSWAP_FAULT = fault (NULL: none); the sites of its report go to
+ * sites (when not NULL). */
+static void run_cli(const char *args, const char *fault, int trainer, cli_run *r, site_t *sites, size_t *nsites,
+                    size_t cap) {
+    memset(r, 0, sizeof *r);
+    char rep[4200], log[4200], w[4200], cmd[12000];
+    snprintf(rep, sizeof rep, "%s/report.txt", tmpdir);
+    snprintf(log, sizeof log, "%s/log.jsonl", tmpdir);
+    snprintf(w, sizeof w, "%s/weights.gptw", tmpdir);
+    remove(rep); remove(log); remove(w);
+    setenv("SMARTSWAP_FAULT_REPORT", rep, 1);
+    if (fault) setenv("SMARTSWAP_FAULT", fault, 1);
+    else unsetenv("SMARTSWAP_FAULT");
+    if (trainer) snprintf(cmd, sizeof cmd, "%s %s --log %s --save-weights %s 2>&1", cli, args, log, w);
+    else snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, args);
+    FILE *f = popen(cmd, "r");
+    size_t capo = 1 << 14, n = 0, got;
+    r->out = malloc(capo);
+    while (f && r->out && (got = fread(r->out + n, 1, capo - n - 1, f)) > 0) {
+        n += got;
+        if (capo - n < 1024) r->out = realloc(r->out, capo *= 2);
+    }
+    if (r->out) r->out[n] = 0;
+    int st = f ? pclose(f) : -1;
+    r->rc = st == -1 ? 255 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    unsetenv("SMARTSWAP_FAULT");
+    char *rt = slurp(rep, NULL);
+    if (rt && !strncmp(rt, "smartswap-fault-sites v1\n", 25)) {
+        r->closed = 1;
+        char *p = strstr(rt, "injected ");
+        if (p) r->injected = strtoull(p + 9, NULL, 10);
+        if (nsites) *nsites = 0;
+        for (char *line = strtok(rt, "\n"); line && sites; line = strtok(NULL, "\n")) {
+            site_t t;
+            unsigned long long c;
+            if (sscanf(line, "site %199s %7s %llu", t.name, t.kind, &c) == 3 && *nsites < cap) {
+                t.calls = c;
+                sites[(*nsites)++] = t;
+            }
+        }
+    }
+    free(rt);
+    if (trainer) {
+        char *lt = slurp(log, NULL);
+        for (char *p = lt; p && (p = strstr(p, "\"loss_hex\": \"")); p += 13) {
+            size_t l = strcspn(p + 13, "\"");
+            if (strlen(r->losses) + l + 2 < sizeof r->losses) {
+                strncat(r->losses, p + 13, l);
+                strcat(r->losses, " ");
+            }
+        }
+        free(lt);
+        r->weights = slurp(w, &r->weights_n);
+    }
+}
+
+/* Any "corrupt_reads":N with N > 0 in replay's --json output. */
+static int corrupt_reads(const char *out) {
+    for (const char *p = out; p && (p = strstr(p, "\"corrupt_reads\":")); p += 16)
+        if (strtoull(p + 16, NULL, 10) > 0) return 1;
+    return 0;
+}
+
+static int full_sweep(void) { const char *e = getenv("FAULT_SWEEP_FULL"); return e && *e && strcmp(e, "0"); }
+
+static void sweep_cli(const char *what, const char *args, int trainer, size_t min_sites) {
+    enum { CAP = 512 };
+    static site_t sites[CAP];
+    size_t ns = 0;
+    cli_run clean;
+    run_cli(args, NULL, trainer, &clean, sites, &ns, CAP);
+    CHECK_MSG(clean.rc == 0 && clean.closed, "%s: the clean run failed (exit %d, report %s):\n%s", what, clean.rc,
+              clean.closed ? "written" : "missing", clean.out ? clean.out : "");
+    if (trainer) CHECK_MSG(clean.losses[0] && clean.weights_n > 0, "%s: the clean run wrote no losses or weights", what);
+    else CHECK_MSG(strstr(clean.out, "\"corrupt_reads\":0") && !corrupt_reads(clean.out), "%s: %s", what, clean.out);
+    uint64_t calls = 0;
+    for (size_t i = 0; i < ns; i++) calls += sites[i].calls;
+    CHECK_MSG(ns >= min_sites, "%s: the clean run reached only %zu call sites", what, ns);
+    if (clean.rc != 0 || !clean.closed) { cli_run_free(&clean); return; }
+    int full = full_sweep();
+    uint64_t runs = 0, recovered = 0, errored = 0, unreached = 0, bad = 0;
+    char worst[512] = "";
+    for (size_t i = 0; i < ns; i++) {
+        if (!strcmp(sites[i].name, "?:0")) continue;   /* calls from outside the library: none here */
+        uint64_t n = sites[i].calls, occ[3] = {1, (n + 1) / 2, n};
+        for (int j = 0; j < 3; j++) {
+            if (!full && j != (int)(i % 3)) continue;
+            if (j && occ[j] == occ[j - 1] && full) continue;
+            char spec[300];
+            snprintf(spec, sizeof spec, "%.200s:%llu", sites[i].name, (unsigned long long)occ[j]);
+            cli_run r;
+            run_cli(args, spec, trainer, &r, NULL, NULL, 0);
+            runs++;
+            const char *o = r.out ? r.out : "";
+            int crash = r.rc >= 128 || strstr(o, "Sanitizer") || strstr(o, "runtime error");
+            int same = trainer ? !strcmp(r.losses, clean.losses) && r.weights_n == clean.weights_n &&
+                                     r.weights && !memcmp(r.weights, clean.weights, r.weights_n)
+                               : strstr(o, "\"corrupt_reads\":0") && !corrupt_reads(o);
+            int ok;
+            if (crash) ok = 0;
+            else if (!r.closed) ok = 0;                       /* something left live: close refused */
+            else if (r.rc == 0) ok = same;                    /* recovered: the clean run's result */
+            else ok = r.rc == 1 && (strstr(o, "error") || strstr(o, "out of memory")) && !strstr(o, "memory corruption") &&
+                      !corrupt_reads(o);
+            if (r.closed && r.injected == 0) { unreached++; ok = ok && r.rc == 0; }
+            else if (ok && r.rc == 0) recovered++;
+            else if (ok) errored++;
+            if (!ok) {
+                bad++;
+                if (!worst[0]) snprintf(worst, sizeof worst, "%s (exit %d, report %s)", spec, r.rc,
+                                        r.closed ? "written" : "missing: not closed");
+                if (getenv("SWEEP_VERBOSE") || bad <= 3)
+                    fprintf(stderr, "  %s: %s failed: exit %d, %s, %s\n----\n%s----\n", what, spec, r.rc,
+                            r.closed ? "closed" : "device not closed", r.rc == 0 ? (same ? "same result" : "WRONG result") : "",
+                            o);
+            }
+            cli_run_free(&r);
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %llu of %llu runs broke the contract, first %s", what, (unsigned long long)bad,
+              (unsigned long long)runs, worst);
+    fprintf(stderr, "  %-22s %zu sites (%llu calls in the clean run), %llu runs (%s): %llu recovered with the clean "
+            "run's %s, %llu clean errors, %llu past a site's last call in that run, %llu broke the contract\n",
+            what, ns, (unsigned long long)calls, (unsigned long long)runs, full ? "first, middle, last" : "one per site",
+            (unsigned long long)recovered, trainer ? "losses and weights" : "intact reads", (unsigned long long)errored,
+            (unsigned long long)unreached, (unsigned long long)bad);
+    cli_run_free(&clean);
+}
+
+#define TRAIN_ARGS "train --device fault:cpu-sim --layers 2 --hidden 32 --heads 4 --kv-heads 2 --ffn 64 --seq 32 " \
+                   "--batch 2 --steps 4 --threads 1 --quiet --d2h-gbps 2 --h2d-gbps 2 --budget 720KiB --mode "
+
+static void t_trainer_smartswap(void) { sweep_cli("train smartswap", TRAIN_ARGS "smartswap", 1, 20); }
+static void t_trainer_recompute(void) { sweep_cli("train recompute", TRAIN_ARGS "recompute", 1, 1);   /* no executor: the allocator's map only */ }
+static void t_trainer_offload(void) { sweep_cli("train offload-all", TRAIN_ARGS "offload-all", 1, 20); }
+static void t_replay(void) {
+    char args[5000];
+    snprintf(args, sizeof args, "replay %s/fault-sweep-replay.jsonl --device fault:cpu-sim --budget 5MiB --iters 4 "
+             "--virtual-clock --d2h 2 --h2d 2 --json", data_dir);
+    sweep_cli("replay", args, 0, 20);
+}
+
 static void t_sweep_segments(void) { granule = 0; sweep(); }
 static void t_sweep_vm(void) { granule = 16 * KiB; sweep(); }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
     RUN(t_sweep_segments);
     RUN(t_sweep_vm);
+    cli = getenv("SS_CLI");
+    if (!cli || access(cli, X_OK) != 0) {
+        test_current = "test-fault-sweep (trainer, replay)";
+        fprintf(stderr, "skip: the trainer and replay sweeps need SS_CLI, the smartswap binary (make test sets it)\n");
+        test_skip_n++;
+        return test_summary();
+    }
+    if (access("tests/data/fault-sweep-replay.jsonl", R_OK) != 0) {   /* from the build directory's tests/ */
+        snprintf(data_dir, sizeof data_dir, "%s", argv[0]);
+        char *sl = strrchr(data_dir, '/');
+        if (sl) strcpy(sl, "/../../tests/data");
+    }
+    if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
+    RUN(t_trainer_smartswap);
+    if (full_sweep()) {
+        RUN(t_trainer_recompute);
+        RUN(t_trainer_offload);
+    }
+    RUN(t_replay);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
     return test_summary();
 }

@@ -62,7 +62,8 @@ static void usage(FILE *f) {
             "  --data FILE       training text (default: fortunes + Jargon File from Debian, else the\n"
             "                    project's sources)\n"
             "memory:\n"
-            "  --device NAME     cpu-sim (default); cuda arrives with the CUDA kernels\n"
+            "  --device NAME     cpu-sim (default); fault:cpu-sim wraps it in the fault device\n"
+            "                    (SMARTSWAP_FAULT, docs/testing.md); cuda arrives with the CUDA kernels\n"
             "  --dtype T         fp32 (default; the only type the CPU kernels compute in); bf16 is\n"
             "                    refused with an error until the CUDA trainer exists\n"
             "  --budget SIZE     device bytes for everything the trainer uses: weights, gradients, AdamW\n"
@@ -325,8 +326,9 @@ int cmd_train(int argc, char **argv) {
                   fl.dtype);
         return 2;
     }
-    if (strcmp(fl.device, "cpu-sim")) {
-        cli_error(CMD, "the trainer runs on --device cpu-sim", "--device: unknown device '%s'", fl.device);
+    if (strcmp(fl.device, "cpu-sim") && strcmp(fl.device, "fault:cpu-sim")) {
+        cli_error(CMD, "the trainer runs on --device cpu-sim (or fault:cpu-sim, the fault sweep's)",
+                  "--device: unknown device '%s'", fl.device);
         return 2;
     }
     int swapping = fl.mode == GPT_MODE_SMARTSWAP || fl.mode == GPT_MODE_OFFLOAD_ALL;
