@@ -482,11 +482,17 @@ static void *dev_ptr(exec *x, xt *t, ssi_handle *h) {
     return h->ptr;
 }
 
+static ss_status host_put(exec *x, xt *t);
+
 /* Issues the swap-out of t (resident) with its release at global index free_k. A full host
  * pool leaves t resident (counted) and returns SS_OK; sync = 1 (eviction) waits for the copy
  * and frees the block at once. */
 static ss_status issue_out(exec *x, xt *t, ssi_handle *h, uint64_t free_k, int sync) {
-    ss_status st = ss_hostpool_get(x->pool, (size_t)t->bytes, &t->host);
+    /* a buffer kept by an earlier attempt whose copy could not be confirmed done goes back
+     * first (host_put waits for it), never overwritten */
+    ss_status st = host_put(x, t);
+    if (st) return st;
+    st = ss_hostpool_get(x->pool, (size_t)t->bytes, &t->host);
     if (st == SS_ERR_HOST_OOM) {
         x->rep.host_full++;
         t->host = NULL;
@@ -510,7 +516,15 @@ static ss_status issue_out(exec *x, xt *t, ssi_handle *h, uint64_t free_k, int s
     t->poisoned = 0;
     if (t->ev_in) { ev_put(x, t->ev_in); t->ev_in = NULL; }
     if (sync) {
-        if ((st = ss_event_sync(x->dev, t->ev_out))) return st;
+        if ((st = ss_event_sync(x->dev, t->ev_out))) {
+            /* the tensor stays resident; its host buffer goes back once the copy is surely
+             * done (else it is kept, and goes back at the next swap-out or the release) */
+            if (ss_stream_sync(x->dev, x->d2h) == SS_OK) {
+                ss_hostpool_put(x->pool, t->host);
+                t->host = NULL;
+            }
+            return st;
+        }
         if (x->owner == SS_MEM_FRAMEWORK) {
             /* the caller's memory: it drops its tensor (ssi_exec_evict_framework) */
             if ((st = ssi_ctx_push_action(x->ctx, SS_ACTION_DROP, t->hv, t->bytes))) return st;
