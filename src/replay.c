@@ -606,7 +606,11 @@ out:
     if (R.compute) ss_stream_free(R.dev, R.compute);
     if (R.dev) {
         ss_status cs2 = ss_device_close(R.dev);
-        if (cs2 && !st) SS_WARN("replay: the device reported live resources at close");
+        if (cs2 && !st) {   /* a leak in smartswap: the run is not clean */
+            ssi_fmt(err, err_len, "the device still held memory, streams or events at close (logged above): "
+                    "smartswap leaked them");
+            st = cs2;
+        }
     }
     free(its);
     free(keys); free(vals);
