@@ -163,6 +163,7 @@ int cmd_replay(int argc, char **argv) {
     ss_status st = ssi_replay_run(p, &rc, &r, err, sizeof err);
     if (st) {
         cli_error(CMD, NULL, "%s%s%s", ss_status_str(st), err[0] ? ": " : "", err);
+        ssi_replay_result_free(&r);   /* filled on errors too (replay.h) */
         ssi_plan_free(plan);
         ssi_profile_free(p);
         return 1;
