@@ -332,6 +332,7 @@ ss_status ss_device_fault_arm_site(ss_device_t *fault_dev_, const char *site, ui
     long line = colon ? strtol(colon + 1, &end, 10) : 0;
     if (nth) {
         SS_CHECK_ARG(!colon || colon == site || (size_t)(colon - site) >= sizeof f->site_file || !end ||
+                     colon[1] < '0' || colon[1] > '9' ||
                      *end || line <= 0 || line > 1000000,
                      "ss_device_fault_arm_site: site '%s' is not FILE:LINE (e.g. src/exec.c:120)",
                      site ? site : "(null)");
@@ -386,7 +387,7 @@ ss_status ssi_device_open_fault(const char *inner_name, const ss_options *opts, 
         char *end = NULL;
         unsigned long long n = colon ? strtoull(colon + 1, &end, 10) : 0;
         size_t pre = colon ? (size_t)(colon - spec) : 0;
-        if (!colon || !end || *end || n == 0 || pre == 0 || pre >= sizeof site) {
+        if (!colon || colon[1] < '0' || colon[1] > '9' || !end || *end || n == 0 || pre == 0 || pre >= sizeof site) {
             SS_ERROR("SMARTSWAP_FAULT='%s': expected KIND:N (alloc, copy, event or stream) or FILE:LINE:N, "
                      "N >= 1 (docs/testing.md)", spec);
             return SS_ERR_INVALID;

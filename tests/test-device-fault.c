@@ -1,12 +1,16 @@
 /* test-device-fault.c: the fault device wrapper. Every allocation, copy, event and stream site
  * of a small swap scenario fails once in turn; each run must end with that clean status and
- * nothing live (run under AddressSanitizer in CI for leaks). Also: repeat mode, re-arming and
- * bad arguments.
+ * nothing live (run under AddressSanitizer in CI for leaks). Also: repeat mode, re-arming, bad
+ * arguments, and the call sites: counted by the library's file and line, one armed by name,
+ * the "fault:" device name with SMARTSWAP_FAULT and SMARTSWAP_FAULT_REPORT.
  */
+#include "smartswap-alloc.h"
 #include "smartswap-device.h"
 #include "test.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { SCEN_N = 64 << 10 };
 
@@ -150,10 +154,93 @@ static void t_bad_args(void) {
     CHECK_OK(ss_device_close(f));
 }
 
+/* Sites: the allocator's device allocation is a library site (src/alloc.c:LINE), the test's own
+ * calls are "?:0"; arming the library site fails only that site's call. */
+static void t_sites(void) {
+    ss_options o = ss_options_default();
+    o.sim_capacity_bytes = 8u << 20;
+    ss_device_t *inner, *f = NULL;
+    CHECK_OK(ss_device_open("cpu-sim", &o, &inner));
+    CHECK_OK(ss_device_fault(inner, "alloc", 0, 0, SS_ERR_OOM, &f));
+    void *p = NULL;
+    CHECK_OK(ss_mem_alloc(f, 4096, &p));
+    ss_alloc_config ac = ss_alloc_config_default();
+    ac.budget_bytes = 1u << 20;
+    ac.segment_bytes = 256u << 10;
+    ss_alloc_t *al = NULL;
+    ss_block_t *b = NULL;
+    CHECK_OK(ss_alloc_new(f, &ac, &al));
+    CHECK_OK(ss_alloc_malloc(al, 1000, &b));
+    ss_fault_site sites[8];
+    size_t n = ss_device_fault_sites(f, sites, 8), lib = SIZE_MAX;
+    CHECK_EQ_U64(n, 2);
+    for (size_t i = 0; i < n && i < 8; i++) {
+        if (!strcmp(sites[i].file, "?")) CHECK(sites[i].line == 0 && sites[i].calls == 1);
+        else lib = i;
+    }
+    CHECK_MSG(lib < n && strstr(sites[lib].file, "alloc.c") && sites[lib].line > 0 &&
+              !strcmp(sites[lib].kind, "alloc") && sites[lib].calls == 1, "the allocator's site was not listed");
+    if (lib < n) {
+        char site[300];
+        snprintf(site, sizeof site, "%s:%d", sites[lib].file, sites[lib].line);
+        CHECK_OK(ss_device_fault_arm_site(f, site, 1, SS_ERR_DEVICE));
+        void *q = NULL;
+        CHECK_OK(ss_mem_alloc(f, 4096, &q));          /* another site: not failed */
+        CHECK_OK(ss_mem_free(f, q, 4096));
+        ss_block_t *c = NULL;
+        CHECK(ss_alloc_malloc(al, 512u << 10, &c) != SS_OK);   /* a new segment from the armed site */
+        CHECK_EQ_U64(ss_device_fault_injected(f), 1);
+        if (c) ss_alloc_free(al, c);
+    }
+    CHECK_STATUS(ss_device_fault_arm_site(f, "no-line", 1, SS_OK), SS_ERR_INVALID);
+    CHECK_STATUS(ss_device_fault_arm_site(f, "src/alloc.c:x", 1, SS_OK), SS_ERR_INVALID);
+    CHECK_STATUS(ss_device_fault_arm_site(inner, "src/alloc.c:1", 1, SS_OK), SS_ERR_INVALID);
+    CHECK_OK(ss_alloc_free(al, b));
+    CHECK_OK(ss_alloc_destroy(al));
+    CHECK_OK(ss_mem_free(f, p, 4096));
+    CHECK_OK(ss_device_close(f));
+}
+
+/* "fault:cpu-sim": armed from SMARTSWAP_FAULT (malformed values refused), report at close. */
+static void t_fault_name(void) {
+    ss_options o = ss_options_default();
+    o.sim_capacity_bytes = 1u << 20;
+    ss_device_t *f = NULL;
+    static const char *bad[] = {"copy", "copy:0", "copy:x", ":3", "alloc:-1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("SMARTSWAP_FAULT", bad[i], 1);
+        CHECK_MSG(ss_device_open("fault:cpu-sim", &o, &f) == SS_ERR_INVALID, "SMARTSWAP_FAULT=%s accepted", bad[i]);
+    }
+    char rep[] = "/tmp/ss-fault-report-XXXXXX";
+    int fd = mkstemp(rep);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    setenv("SMARTSWAP_FAULT", "alloc:2", 1);
+    setenv("SMARTSWAP_FAULT_REPORT", rep, 1);
+    CHECK_OK(ss_device_open("fault:cpu-sim", &o, &f));
+    unsetenv("SMARTSWAP_FAULT");
+    unsetenv("SMARTSWAP_FAULT_REPORT");
+    if (!f) return;
+    CHECK(strncmp(ss_device_get_caps(f)->name, "fault(cpu-sim", 13) == 0);
+    void *a = NULL, *b = NULL;
+    CHECK_OK(ss_host_alloc(f, 4096, &a));
+    CHECK_STATUS(ss_host_alloc(f, 4096, &b), SS_ERR_OOM);
+    CHECK_OK(ss_host_free(f, a, 4096));
+    CHECK_OK(ss_device_close(f));
+    FILE *r = fopen(rep, "r");
+    char text[512] = "";
+    if (r) { size_t k = fread(text, 1, sizeof text - 1, r); text[k] = 0; fclose(r); }
+    CHECK_MSG(strstr(text, "smartswap-fault-sites v1\ninjected 1\nsite ?:0 alloc 2\n") != NULL, "report: %s", text);
+    remove(rep);
+    CHECK_STATUS(ss_device_open("fault:nosuch", &o, &f), SS_ERR_NOT_FOUND);
+}
+
 int main(void) {
     RUN(t_every_site_real);
     RUN(t_every_site_virtual);
     RUN(t_repeat);
     RUN(t_bad_args);
+    RUN(t_sites);
+    RUN(t_fault_name);
     return test_summary();
 }
