@@ -3,8 +3,8 @@
  * stream is its own stream, not the host stream). docs/executor.md "Release modes" explains each
  * column; this header is the --json schema.
  *
- *     build/bench/bench-recordstream [--quick] [--json] [--iters N] [--frac F] [--scale S]
- *                                    [--iter-ms MS]
+ *     build/bench/bench-recordstream [--quick] [--json] [--sync-ops] [--iters N] [--frac F]
+ *                                    [--scale S] [--iter-ms MS]
  *
  * Workload: a generated profile (llama-3.2-1b shape, 12 layers, h=64, s=1024, f32) planned by the
  * shipping policy (ssi_policy_plan) at F x its peak (default 0.5); its swap entries give, for
@@ -15,7 +15,9 @@
  * it, issues swap-ins due (allocated on the compute stream, H2D stream waits compute, compute
  * waits the copy), allocates the operator's outputs, enqueues its compute, frees tensors whose
  * last use it was, issues swap-outs (D2H stream waits compute, copies, records the copy event)
- * and then drops each swapped block (the framework drop point, the same for both):
+ * and then drops each swapped block (the framework drop point, the same for both). The host runs
+ * ahead of the device (as a framework's host does) unless --sync-ops: then it waits for each
+ * operator's compute before issuing its swap-outs (a host paced by the device).
  *  - custom: ss_alloc_free_at(block, free_op, copy event) as the executor ships it; at each
  *    operator ss_alloc_reach(k, compute stream) releases blocks due (one query; late: a stream
  *    wait, no host wait). Out of memory: the allocator's eviction callback releases the pending
@@ -47,7 +49,7 @@
  *   oom_failed          allocations that failed even then (the run stops; exit status 1)
  *   wall_s              wall time of the measured iterations
  * JSON: {"bench":"recordstream","workload":str,"budget_mib":num,"frac":num,"iters":int,
- *        "iter_ms":num,"gbps":num,"custom":{fields},"stock":{fields},
+ *        "iter_ms":num,"gbps":num,"sync_ops":bool,"custom":{fields},"stock":{fields},
  *        "ratio_drop_p50":num,"ratio_done_p50":num|null,"claim":"2-3 orders of magnitude",
  *        "met":bool}
  * The verdict: met when the stock/custom ratio of the available-minus-drop medians is >= 100.
@@ -78,7 +80,7 @@ typedef struct run {
     ss_stream_t *compute, *d2h, *h2d;
     const ss_profile *p;
     const ss_plan *plan;
-    int stock, measure;
+    int stock, measure, sync_ops;
     ss_block_t **blk;
     int32_t *ent;               /* tensor -> plan entry (swapped) or -1 */
     int32_t *relidx;            /* tensor -> its pending release record or -1 */
@@ -230,6 +232,8 @@ static ss_status one_iter(run *R, uint32_t it, const double *dur, const int32_t 
             if ((st = ss_alloc_free(R->a, R->blk[t]))) return fail_st("free", st);
             R->blk[t] = NULL;
         }
+        /* --sync-ops: a host that never runs ahead (it waits for each operator's compute) */
+        if (R->sync_ops && (st = ss_stream_sync(R->dev, R->compute))) return fail_st("sync", st);
         /* swap-outs issued here, then the framework drops the device copy */
         for (; eo < pl->nentries && pl->entries[eo].out_op == i; eo++) {
             const ss_plan_entry *e = &pl->entries[eo];
@@ -303,14 +307,14 @@ static void pcts(double *v, size_t n, double out[4]) {
 }
 
 static int run_mech(const ss_profile *p, const ss_plan *plan, const double *dur, int stock,
-                    uint32_t iters, uint64_t budget, double gbps, res *out) {
+                    int sync_ops, uint32_t iters, uint64_t budget, double gbps, res *out) {
     memset(out, 0, sizeof *out);
     ss_options o = ss_options_default();
     o.sim_virtual_clock = 0;
     o.sim_d2h_gbps = o.sim_h2d_gbps = gbps;
     run R;
     memset(&R, 0, sizeof R);
-    R.p = p; R.plan = plan; R.stock = stock;
+    R.p = p; R.plan = plan; R.stock = stock; R.sync_ops = sync_ops;
     ss_status st;
     int rc = 1;
     if ((st = ss_device_open("cpu-sim", &o, &R.dev))) { fail_st("device", st); return 1; }
@@ -443,14 +447,14 @@ static void json_obj(const char *name, const res *r) {
 }
 
 static int usage(const char *msg) {
-    fprintf(stderr, "bench-recordstream: %s\nusage: bench-recordstream [--quick] [--json] "
+    fprintf(stderr, "bench-recordstream: %s\nusage: bench-recordstream [--quick] [--json] [--sync-ops] "
             "[--iters N (>= 2)] [--frac F (0 < F <= 1)] [--scale S (> 0)] [--iter-ms MS (> 0)]\n",
             msg);
     return 2;
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, json = 0;
+    int quick = 0, json = 0, sync_ops = 0;
     uint32_t iters = 0;
     double frac = 0.5, scale = 1.0, iter_ms = 0;
     for (int i = 1; i < argc; i++) {
@@ -458,11 +462,16 @@ int main(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--quick")) quick = 1;
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--sync-ops")) sync_ops = 1;
         else if (!strcmp(a, "--iters") && v) { iters = (uint32_t)atoi(v); i++; if (iters < 2) return usage("--iters needs a number >= 2"); }
         else if (!strcmp(a, "--frac") && v) { frac = atof(v); i++; if (!(frac > 0 && frac <= 1)) return usage("--frac needs 0 < F <= 1"); }
         else if (!strcmp(a, "--scale") && v) { scale = atof(v); i++; if (!(scale > 0)) return usage("--scale needs S > 0"); }
         else if (!strcmp(a, "--iter-ms") && v) { iter_ms = atof(v); i++; if (!(iter_ms > 0)) return usage("--iter-ms needs MS > 0"); }
-        else return usage(a);
+        else {
+            char m[160];
+            snprintf(m, sizeof m, "unknown option or missing value: '%s'", a);
+            return usage(m);
+        }
     }
     if (!iters) iters = quick ? 6 : 21;
     if (!(iter_ms > 0)) iter_ms = quick ? 10 : 20;
@@ -504,15 +513,15 @@ int main(int argc, char **argv) {
     if (ssi_policy_plan(p, &pc, &plan, NULL, err, sizeof err)) { fprintf(stderr, "plan: %s\n", err); goto out; }
     res r[2];
     int bad = 0;
-    for (int m = 0; m < 2; m++) bad |= run_mech(p, plan, dur, m, iters, budget, gbps, &r[m]);
+    for (int m = 0; m < 2; m++) bad |= run_mech(p, plan, dur, m, sync_ops, iters, budget, gbps, &r[m]);
     double ratio_drop = r[0].drop[0] > 0 ? r[1].drop[0] / r[0].drop[0] : 0;
     int done_ok = r[0].done[0] > 0;
     double ratio_done = done_ok ? r[1].done[0] / r[0].done[0] : 0;
     int met = ratio_drop >= 100;
     if (json) {
         printf("{\"bench\":\"recordstream\",\"workload\":\"%s\",\"budget_mib\":%.3f,\"frac\":%.3f,"
-               "\"iters\":%u,\"iter_ms\":%.3f,\"gbps\":%.4g,", p->desc, (double)budget / 1048576.0,
-               frac, iters, iter_ms, gbps);
+               "\"iters\":%u,\"iter_ms\":%.3f,\"gbps\":%.4g,\"sync_ops\":%s,", p->desc,
+               (double)budget / 1048576.0, frac, iters, iter_ms, gbps, sync_ops ? "true" : "false");
         json_obj("custom", &r[0]);
         printf(",");
         json_obj("stock", &r[1]);
@@ -522,8 +531,9 @@ int main(int argc, char **argv) {
     } else {
         printf("bench-recordstream: %s, budget %.2f MiB (%.2f of the peak), plan: %u swapped, "
                "%u iterations (1 warm-up), real clock, cpu-sim copy threads, compute stream "
-               "separate, copies %.3g GB/s each way (calibrated, x%.3g), compute %.1f ms/iter\n",
-               p->desc, (double)budget / 1048576.0, frac, plan->nentries, iters, gbps, scale, iter_ms);
+               "separate, copies %.3g GB/s each way (calibrated, x%.3g), compute %.1f ms/iter%s\n",
+               p->desc, (double)budget / 1048576.0, frac, plan->nentries, iters, gbps, scale, iter_ms,
+               sync_ops ? ", host waits for each operator (--sync-ops)" : ", host runs ahead");
         printf("per release, microseconds: avail-drop = available minus the framework drop; "
                "avail-done = available minus copy done\n");
         printf("%-8s %8s %9s %9s %9s %9s %9s %9s %9s %9s %6s %9s %8s %9s %4s %4s\n", "release",
