@@ -1210,6 +1210,8 @@ ss_status ss_alloc_malloc_tagged(ss_alloc_t *a, size_t n, ss_lifetime lifetime, 
             unlock(a);
             ss_status est = fn(user, need, &freed);
             lock(a);
+            /* a device call that failed while evicting is the cause, not the memory */
+            if (est != SS_OK && est != SS_ERR_OOM && est != SS_ERR_HOST_OOM && derr == SS_OK) derr = est;
             if (est != SS_OK || freed == 0) break;
             tst = a->vm ? SS_OK : trim_locked(a, NULL);
             if (derr == SS_OK) derr = tst;

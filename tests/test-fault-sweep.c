@@ -182,6 +182,9 @@ static void sweep(void) {
                       (unsigned long long)nth, (unsigned long long)bad, ss_status_str(st));
             CHECK_MSG(st != SS_ERR_CORRUPT, "%s call %llu failed: the run reports corruption", kinds[k].kind,
                       (unsigned long long)nth);
+            /* a failed device call is reported as itself, not as the memory it left unfreed */
+            CHECK_MSG(k == 0 || st != SS_ERR_OOM, "%s call %llu failed: the run reports out of memory instead of "
+                      "the device error", kinds[k].kind, (unsigned long long)nth);
             CHECK_MSG(!live, "%s call %llu failed (%s): something was left live on the device", kinds[k].kind,
                       (unsigned long long)nth, ss_status_str(st));
             if (st == SS_OK) recovered++;
