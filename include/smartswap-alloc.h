@@ -206,6 +206,11 @@ ss_status ss_alloc_persistent_sizes(const ss_alloc_t *a, uint64_t *sizes, size_t
  * the bytes in use now. The profiler takes one window per operator: its peak includes the
  * temporaries the operator allocated and freed before the next one. */
 ss_status ss_alloc_window_peak(ss_alloc_t *a, uint64_t *peak, uint64_t *in_use);
+/* *peak: the most bytes reserved (segments held; virtual-memory mode: granules mapped x granule)
+ * since the previous call (since creation at the first), at least the bytes reserved now; the
+ * window then restarts at the bytes reserved now. The executor takes one window per iteration
+ * (ss_exec_report.peak_reserved_bytes). */
+ss_status ss_alloc_window_reserved(ss_alloc_t *a, uint64_t *peak);
 /* The configuration in effect: segment_bytes as normalised by ss_alloc_new (0 became the
  * default) and budget_bytes as enforced (a device's capacity when 0 or above it). */
 ss_status ss_alloc_get_config(const ss_alloc_t *a, ss_alloc_config *out);

@@ -102,6 +102,11 @@ typedef struct ss_exec_report {
     uint64_t peak_bytes;        /* allocator bytes in use, most seen by the executor (sampled at
                                    every operator, save, load and swap-in) */
     uint64_t host_peak_bytes;   /* host pool bytes in use, most */
+    uint64_t peak_reserved_bytes;       /* the allocator's bytes reserved, most during the
+                                           iteration (ss_alloc_window_reserved; 0 when the
+                                           framework owns memory) */
+    uint64_t plan_peak_reserved_bytes;  /* the simulator's prediction of that for the plan the
+                                           iteration ran (0: no plan, or one read from a file) */
 } ss_exec_report;
 
 /* The report of the last finished iteration (zeros before the first; SS_ERR_STATE without an

@@ -78,6 +78,7 @@ typedef struct slab {
 struct ss_alloc {
     pthread_mutex_t mu;
     uint64_t win_peak;            /* most bytes in use since the last ss_alloc_window_peak */
+    uint64_t win_reserved;        /* most bytes reserved since the last ss_alloc_window_reserved */
     ss_device_t *dev;             /* NULL: measure mode */
     ss_alloc_config cfg;
     uint64_t budget;
@@ -327,6 +328,7 @@ static ss_status seg_reserve(ss_alloc_t *a, uint64_t size) {
     seg_install(a, s, b, size);
     a->reserved += size;
     if (a->reserved > a->st.peak_reserved_bytes) a->st.peak_reserved_bytes = a->reserved;
+    if (a->reserved > a->win_reserved) a->win_reserved = a->reserved;
     return SS_OK;
 }
 
@@ -440,6 +442,7 @@ static void *gran_ptr(const seg *s, uint64_t g, uint64_t G) {
 static void set_reserved(ss_alloc_t *a) {
     a->reserved = a->mapped * a->G;
     if (a->reserved > a->st.peak_reserved_bytes) a->st.peak_reserved_bytes = a->reserved;
+    if (a->reserved > a->win_reserved) a->win_reserved = a->reserved;
 }
 
 /* Maps granule g of s (unmapped). Device errors as they are (SS_ERR_OOM: the device is full). */
@@ -1482,6 +1485,15 @@ ss_status ss_alloc_window_peak(ss_alloc_t *a, uint64_t *peak, uint64_t *in_use) 
     *peak = a->win_peak > now ? a->win_peak : now;
     if (in_use) *in_use = now;
     a->win_peak = now;
+    unlock(a);
+    return SS_OK;
+}
+
+ss_status ss_alloc_window_reserved(ss_alloc_t *a, uint64_t *peak) {
+    SS_CHECK_ARG(!a || !peak, "ss_alloc_window_reserved: NULL argument");
+    lock(a);
+    *peak = a->win_reserved > a->reserved ? a->win_reserved : a->reserved;
+    a->win_reserved = a->reserved;
     unlock(a);
     return SS_OK;
 }

@@ -886,6 +886,7 @@ static ss_status plan_take(exec *x, const ss_plan *plan, const ss_profile *prof)
     ss_status st = index_build(x);
     if (st) x->plan = NULL;
     x->rep.planned_tensors = x->plan ? x->plan->nentries : 0;
+    x->rep.plan_peak_reserved_bytes = x->plan ? x->plan->peak_reserved : 0;
     x->rep.planned_bytes = 0;
     for (uint32_t k = 0; x->plan && k < x->plan->nentries; k++) x->rep.planned_bytes += x->plan->entries[k].bytes;
     return st;
@@ -923,6 +924,8 @@ static ss_status x_iter_begin(void *self, ss_ctx_t *ctx, const ss_plan *plan) {
     ss_status st = plan_take(x, x->plan, x->fixed ? x->fixed_prof : stage_prof(ctx, x->plan));
     x->q0 = x->w0 = 0;
     if (x->alloc) {
+        uint64_t r0;
+        (void)ss_alloc_window_reserved(x->alloc, &r0);   /* the iteration's window starts */
         ss_alloc_stats as;
         if (ss_alloc_get_stats(x->alloc, &as) == SS_OK) { x->q0 = as.event_queries; x->w0 = as.waits; }
     }
@@ -1182,6 +1185,7 @@ static ss_status x_iter_end(void *self, ss_ctx_t *ctx, ss_iter_report *rep) {
             x->rep.waits = as.waits - x->w0;
             if (x->stock && as.pending_blocks == 0) ev_recycle(x, UINT64_MAX);
         }
+        (void)ss_alloc_window_reserved(x->alloc, &x->rep.peak_reserved_bytes);
     } else {
         x->rep.event_queries = x->fq;
         x->rep.waits = x->fw;
@@ -1222,6 +1226,8 @@ static ss_status x_iter_end(void *self, ss_ctx_t *ctx, ss_iter_report *rep) {
     T->waits += r->waits;
     if (r->peak_bytes > T->peak_bytes) T->peak_bytes = r->peak_bytes;
     if (r->host_peak_bytes > T->host_peak_bytes) T->host_peak_bytes = r->host_peak_bytes;
+    if (r->peak_reserved_bytes > T->peak_reserved_bytes) T->peak_reserved_bytes = r->peak_reserved_bytes;
+    if (r->plan_peak_reserved_bytes > T->plan_peak_reserved_bytes) T->plan_peak_reserved_bytes = r->plan_peak_reserved_bytes;
     x->in_iter = 0;
     if (!st) st = x->err;
     tl_held = NULL;

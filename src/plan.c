@@ -43,7 +43,7 @@ void ssi_plan_clear(ss_plan *p) {
     p->ck = NULL;
     p->nck = p->ck_every = p->nops = 0;
     p->seq_hash = p->size_sig = p->budget_bytes = 0;
-    p->peak_before = p->peak_after = p->swapped_bytes = p->host_bytes = 0;
+    p->peak_before = p->peak_after = p->swapped_bytes = p->host_bytes = p->peak_reserved = 0;
     p->stall_s = p->iter_s = 0;
     p->feasible = 0;
     p->min_budget_bytes = 0;

@@ -45,6 +45,8 @@ typedef struct ss_plan {
     uint64_t budget_bytes;
     /* the simulator's predictions for this plan */
     uint64_t peak_before, peak_after, swapped_bytes, host_bytes;
+    uint64_t peak_reserved;     /* the allocator's peak reserved in the simulation (not stored
+                                   in plan files: 0 after a read) */
     double   stall_s, iter_s;
     int      feasible;
     uint64_t min_budget_bytes;  /* smallest budget that fits (when infeasible, or computed) */

@@ -542,6 +542,7 @@ static ss_status build_plan(ctx *k, const run *r, uint64_t budget, ss_plan **out
 static void plan_predict(ctx *k, ss_plan *pl, const ssi_sim_result *sr, int fits) {
     pl->peak_before = k->peak0;   /* the byte model equals the unplanned run's peak */
     pl->peak_after = sr->peak_bytes;
+    pl->peak_reserved = sr->peak_reserved_bytes;
     pl->swapped_bytes = 0;
     for (uint32_t i = 0; i < pl->nentries; i++) {
         pl->entries[i].t_out_done = sr->t_out_done[i];

@@ -11,7 +11,9 @@
  *    sees one operator sequence and reaches its Stable stage;
  *  - budgets: below the model's state, and too small for the activations: clear errors, no
  *    leak, and the model still trains afterwards;
- *  - the loss goes down.
+ *  - the loss goes down;
+ *  - t_reserved_vs_sim: on the virtual clock with 64 KiB granules, the swapping runs' peak
+ *    reserved in Stable iterations equals the simulator's prediction within one granule per pool.
  * `test-gpt-train --dump DIR` writes the golden inputs (weights.bin, batches.bin, config.json)
  * for scripts/golden_losses.py instead of testing.
  */
@@ -552,9 +554,10 @@ static int swap_open(mode_run *x, const gpt_config *c, const gpt_schedule *s, ui
     }
     return swap_open_seg(x, c, s, budget, gpt_mem_segment_for_run(budget, gpt_state_bytes(c), mb.min_budget_bytes));
 }
+static const ss_options *g_dev_opts;   /* the device's and allocator's options (NULL: defaults) */
 static int swap_open_seg(mode_run *x, const gpt_config *c, const gpt_schedule *s, uint64_t budget, uint64_t segment) {
     char err[256];
-    if (gpt_mem_init_ss_ex(&x->mem, "cpu-sim", NULL, budget, segment, err, sizeof err)) {
+    if (gpt_mem_init_ss_ex(&x->mem, "cpu-sim", g_dev_opts, budget, segment, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
@@ -1007,6 +1010,86 @@ static void t_modes_budgets(void) {
     }
 }
 
+/* Issue 14, acceptance 2 (the trainer's half): on cpu-sim's virtual clock with virtual-memory
+ * granules, the trainer's swapping runs (smartswap --swap-only, the hybrid, and the hybrid
+ * planning for a slow link so that it recomputes) at the state + 1/3 and 1/4 of the
+ * activations: in every Stable iteration the allocator's peak reserved
+ * (ss_exec_report.peak_reserved_bytes) equals the simulator's prediction for the plan in force
+ * (plan_peak_reserved_bytes) within one granule per pool (small, iteration, persistent). */
+static void t_reserved_vs_sim(void) {
+    /* divmax: the smallest fraction run. The MoE config's state is 38 KiB tensors, one per
+     * 64 KiB small-pool granule, so at 1/4 its state and activations exceed budget / granule
+     * and it runs out of memory at step 1 (the smallest budget is not yet counted in granules) */
+    static const struct { int layers, hidden, heads, kv, ffn, seq, batch, experts, topk, divmax; } cf[] = {
+        {8, 32, 4, 1, 96, 64, 8, 0, 0, 4},
+        {3, 48, 4, 2, 64, 48, 4, 4, 2, 3},
+    };
+    ss_options dev = ss_options_default();
+    dev.sim_virtual_clock = 1;
+    dev.granule_bytes = 64u << 10;
+    g_dev_opts = &dev;
+    for (size_t ci = 0; ci < sizeof cf / sizeof cf[0]; ci++) {
+        gpt_config c = base_config();
+        c.layers = cf[ci].layers; c.hidden = cf[ci].hidden; c.heads = cf[ci].heads; c.kv_heads = cf[ci].kv;
+        c.ffn = cf[ci].ffn; c.seq = cf[ci].seq; c.batch = cf[ci].batch; c.vocab = 256;
+        c.moe_experts = cf[ci].experts; c.moe_topk = cf[ci].topk;
+        gpt_schedule s = {c.batch, c.seq, c.seq, 1, 0, 7, 1e-2f};
+        uint64_t peak = 0, state = gpt_state_bytes(&c);
+        {
+            vrun pre;
+            float l;
+            if (vr_open(&pre, &c, &s, GPT_MODE_NONE, 0)) { CHECK(0); continue; }
+            for (int st = 0; st < 2; st++) {
+                CHECK(gpt_train_step(&pre.model, &pre.data, &s, st, &pre.bb, &l) == 0);
+                if (pre.model.stats.peak_bytes > peak) peak = pre.model.stats.peak_bytes;
+            }
+            vr_close(&pre);
+        }
+        for (int div = 3; div <= cf[ci].divmax; div++)
+        for (int how = 0; how < 3; how++) {
+            static mode_run x;
+            memset(&x, 0, sizeof x);
+            x.mode = GPT_MODE_SMARTSWAP;
+            x.swap_only = how == 0;
+            x.link_gbps = how == 2 ? 1e-4 : 0;
+            uint64_t budget = state + (peak - state) / (uint64_t)div;
+            budget -= budget % 256;
+            if (swap_open(&x, &c, &s, budget)) { CHECK_MSG(0, "config %zu: cannot open", ci); continue; }
+            uint64_t G = 0, worst = 0, got = 0, want = 0;
+            ss_alloc_config ac;
+            if (ss_alloc_get_config(gpt_mem_ss_alloc(&x.mem), &ac) == SS_OK) G = ac.granule_bytes;
+            CHECK_MSG(G >= (64u << 10), "config %zu: granule %llu", ci, (unsigned long long)G);
+            int stable = 0;
+            for (int st = 0; st < 10; st++) {
+                float l;
+                if (gpt_train_step(&x.model, &x.r.data, &s, st, &x.r.bb, &l)) {
+                    CHECK_MSG(0, "config %zu 1/%d %d step %d: %s", ci, div, how, st, x.model.errmsg);
+                    break;
+                }
+                ss_exec_report er;
+                if (ss_ctx_exec_report(x.sw.ctx, &er) != SS_OK || er.stage != SS_STAGE_STABLE || !er.planned_tensors)
+                    continue;
+                stable++;
+                uint64_t d = er.peak_reserved_bytes > er.plan_peak_reserved_bytes
+                                 ? er.peak_reserved_bytes - er.plan_peak_reserved_bytes
+                                 : er.plan_peak_reserved_bytes - er.peak_reserved_bytes;
+                CHECK_MSG(er.plan_peak_reserved_bytes > 0, "config %zu: the plan predicts no reserved bytes", ci);
+                CHECK_MSG(d <= 3 * G, "config %zu, state + 1/%d, %s, step %d: peak reserved %llu, simulator %llu "
+                          "(%lld granules off)", ci, div, how == 0 ? "swap-only" : how == 1 ? "hybrid" : "hyb-slow", st,
+                          (unsigned long long)er.peak_reserved_bytes, (unsigned long long)er.plan_peak_reserved_bytes,
+                          (long long)((int64_t)(er.peak_reserved_bytes - er.plan_peak_reserved_bytes) / (int64_t)(G ? G : 1)));
+                if (d >= worst) { worst = d; got = er.peak_reserved_bytes; want = er.plan_peak_reserved_bytes; }
+            }
+            CHECK_MSG(stable > 0, "config %zu 1/%d %d: no planned Stable iteration", ci, div, how);
+            fprintf(stderr, "     config %zu state + 1/%d %-9s: %d Stable, worst peak reserved %llu vs simulator %llu "
+                    "(granule %llu)\n", ci, div, how == 0 ? "swap-only" : how == 1 ? "hybrid" : "hyb-slow", stable,
+                    (unsigned long long)got, (unsigned long long)want, (unsigned long long)G);
+            swap_close(&x);
+        }
+    }
+    g_dev_opts = NULL;
+}
+
 /* The hooks that hand saved blocks to a context (tape-swap.c), here without the executor (a
  * pass-through): every saved block is owned by the context from its save to its release and
  * freed by it, each buffer is given once however many operators save it, nothing leaks, and
@@ -1261,6 +1344,10 @@ static int dump(const char *dir) {
 int main(int argc, char **argv) {
     argv0 = argv[0];
     if (argc == 3 && !strcmp(argv[1], "--dump")) return dump(argv[2]);
+    if (argc == 2 && !strcmp(argv[1], "--reserved")) {   /* that test alone */
+        RUN(t_reserved_vs_sim);
+        return test_summary();
+    }
     RUN(t_golden);
     RUN(t_learns);
     RUN(t_determinism);
@@ -1273,6 +1360,7 @@ int main(int argc, char **argv) {
     RUN(t_varying_exact);
     RUN(t_seq_switch);
     RUN(t_modes_budgets);
+    RUN(t_reserved_vs_sim);
     RUN(t_min_budget_trains);
     RUN(t_plans_across_runs);
     RUN(t_ss_owned_blocks);
