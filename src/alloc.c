@@ -112,8 +112,10 @@ struct ss_alloc {
     int      vm;
     uint64_t G, nb;               /* granule bytes; the budget in granules */
     uint64_t mapped, cached_g;    /* granules mapped; of them, touched by no live/pending block */
-    uint64_t nsmall_g;            /* granules of the small pool touched by a live/pending block */
-    uint64_t large_g;             /* sum over live/pending large blocks of ceil(size / G) */
+    uint64_t nsmall_g;            /* granules of the small and persistent pools touched by a
+                                     live/pending block (packed pools) */
+    uint64_t large_g;             /* sum over live/pending iteration-pool large blocks of
+                                     ceil(size / G) */
     int      guard;               /* per-block guards (virtual-memory mode on a device that
                                      poisons, e.g. cpu-sim): the bytes after each request up to
                                      the end of its block (small pool) or of its last granule
@@ -247,13 +249,13 @@ static void gran_ref(ss_alloc_t *a, seg *s, uint64_t off, uint64_t size, int del
     for (uint64_t g = g0; g < g1; g++) {
         if (delta > 0) {
             SS_ASSERT(s->gmap[g]);
-            if (s->gref[g]++ == 0) { a->cached_g--; if (s->pool == POOL_SMALL) a->nsmall_g++; }
+            if (s->gref[g]++ == 0) { a->cached_g--; if (s->pool != POOL_ITER) a->nsmall_g++; }
         } else {
             SS_ASSERT(s->gref[g] > 0);
-            if (--s->gref[g] == 0) { a->cached_g++; if (s->pool == POOL_SMALL) a->nsmall_g--; }
+            if (--s->gref[g] == 0) { a->cached_g++; if (s->pool != POOL_ITER) a->nsmall_g--; }
         }
     }
-    if (s->pool != POOL_SMALL) {
+    if (s->pool == POOL_ITER) {
         uint64_t ng = (size + a->G - 1) / a->G;
         if (delta > 0) a->large_g += ng; else a->large_g -= ng;
     }
@@ -571,11 +573,15 @@ static struct ss_block *treap_next(struct ss_block *t, const struct ss_block *x)
 }
 
 /* Where n bytes go in free block f of pool: the pad before them (small: within one granule;
- * large: at a granule boundary). 1 when they fit. */
+ * persistent: packed, right at the free block's start; large: at a granule boundary). 1 when
+ * they fit. */
 static int vm_place(const ss_alloc_t *a, const struct ss_block *f, uint64_t n, uint64_t *pad) {
     uint64_t start = f->off;
     if (f->sg->pool == POOL_SMALL) {
         if (start % a->G + n > a->G) start = round_up(start, a->G);
+    } else if (f->sg->pool == POOL_PERSIST) {
+        /* packed: persistent tensors live as long as the model, so sharing granules between
+         * them wastes nothing and splits no activation's run */
     } else {
         start = round_up(start, a->G);
     }
@@ -627,8 +633,8 @@ static struct ss_block *carve_at(ss_alloc_t *a, struct ss_block *f, uint64_t pad
 }
 
 static int pool_of(const ss_alloc_t *a, uint64_t n, int lifetime) {
-    if (n < a->G) return POOL_SMALL;
-    return lifetime == SS_LIFETIME_PERSISTENT ? POOL_PERSIST : POOL_ITER;
+    if (lifetime == SS_LIFETIME_PERSISTENT) return POOL_PERSIST;
+    return n < a->G ? POOL_SMALL : POOL_ITER;
 }
 
 /* One attempt in virtual-memory mode: place n bytes in the pool's free address space (a new
@@ -1108,7 +1114,7 @@ static void oom_explain(ss_alloc_t *a, uint64_t need) {
     if (a->vm) {
         uint64_t count = a->nsmall_g + a->large_g + (need + a->G - 1) / a->G;
         exhausted = count > a->nb;
-        snprintf(rule, sizeof rule, "; granules: %" PRIu64 " small + %" PRIu64 " large + %" PRIu64
+        snprintf(rule, sizeof rule, "; granules: %" PRIu64 " small or persistent + %" PRIu64 " large + %" PRIu64
                  " new of %" PRIu64, a->nsmall_g, a->large_g, (need + a->G - 1) / a->G, a->nb);
     } else {
         exhausted = a->budget != UINT64_MAX && in_use + need > a->budget;
@@ -1134,12 +1140,12 @@ ss_status ss_alloc_last_oom(const ss_alloc_t *a, char *buf, size_t len) {
 }
 
 /* The guard of b (virtual-memory mode): [req, end) within b's address range, where end is the
- * block's end in the small pool and the end of its last granule otherwise (no other block
- * starts inside a large block's last granule). 0 when there is none. */
+ * block's end in the small and persistent (packed) pools and the end of its last granule in the
+ * iteration pool (no other block starts inside a large block's last granule). 0 when none. */
 static uint64_t guard_len(const ss_alloc_t *a, const struct ss_block *b) {
     if (!a->guard || !b->sg->dptr) return 0;
     uint64_t end = b->size;
-    if (b->sg->pool != POOL_SMALL) end = round_up(b->off + b->size, a->G) - b->off;
+    if (b->sg->pool == POOL_ITER) end = round_up(b->off + b->size, a->G) - b->off;
     return end > b->req ? end - b->req : 0;
 }
 
@@ -1619,7 +1625,7 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
                     vref[g]++;
                 }
                 if (s->pool == POOL_SMALL) REQUIRE(g1 == g0 + 1, "a small block straddles granules");
-                else { REQUIRE(b->off % a->G == 0, "a large block not at a granule boundary");
+                else if (s->pool == POOL_ITER) { REQUIRE(b->off % a->G == 0, "a large block not at a granule boundary");
                        vlarge += g1 - g0; }
             }
             off += b->size;
@@ -1632,7 +1638,7 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
                         s->gref[g], vref[g]);
                 vmapped += s->gmap[g];
                 vcached += s->gmap[g] && !s->gref[g];
-                if (s->pool == POOL_SMALL) vsmall += s->gref[g] > 0;
+                if (s->pool != POOL_ITER) vsmall += s->gref[g] > 0;
             }
             free(vref);
             vref = NULL;

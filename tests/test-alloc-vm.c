@@ -147,7 +147,7 @@ static void t_fragmentation(void) {
     CHECK_OK(ss_device_close(d));
 }
 
-typedef struct live { ss_block_t *b; uint64_t size; unsigned char tag; int small; } live;
+typedef struct live { ss_block_t *b; uint64_t size; unsigned char tag; int small; } live;   /* small: packed pools */
 
 static void t_rule_random(void) {
     ss_device_t *d = open_sim(64 * MiB, 1);
@@ -182,29 +182,34 @@ static void t_rule_random(void) {
         else if (kind == 1) size = 16 * KiB + (r >> 8) % (48 * KiB);
         else size = 64 * KiB + (r >> 8) % (900 * KiB);
         ss_lifetime lt = (r >> 20) % 5 == 0 ? SS_LIFETIME_PERSISTENT : SS_LIFETIME_ITERATION;
-        /* the rule's count before the request (sizes rounded as the allocator rounds) */
-        uint64_t count = 0, grans[512];
+        /* the rule's count before the request (sizes rounded as the allocator rounds): the
+         * granules touched by live small and persistent blocks (both pools packed), plus
+         * ceil(size / G) per live large iteration block, plus the request's: ceil(size / G),
+         * one more for a persistent one (packed, it may start inside an untouched granule) */
+        uint64_t count = 0, grans[4096];
         int ng = 0;
         for (int i = 0; i < n; i++) {
             uint64_t sz = ss_block_size(L[i].b);
             if (L[i].small) {
-                uint64_t g = ss_block_offset(L[i].b) / G;
-                int seen = 0;
-                for (int k = 0; k < ng && !seen; k++) seen = grans[k] == g;
-                if (!seen) grans[ng++] = g;
+                uint64_t o = ss_block_offset(L[i].b);
+                for (uint64_t g = o / G; g < (o + sz + G - 1) / G; g++) {
+                    int seen = 0;
+                    for (int k = 0; k < ng && !seen; k++) seen = grans[k] == g;
+                    if (!seen && ng < 4096) grans[ng++] = g;
+                }
             } else {
                 count += (sz + G - 1) / G;
             }
         }
         uint64_t rounded = (size + 255) / 256 * 256;
-        count += (uint64_t)ng + (rounded + G - 1) / G;
+        count += (uint64_t)ng + (rounded + G - 1) / G + (lt == SS_LIFETIME_PERSISTENT);
         ss_block_t *b = NULL;
         ss_status st = ss_alloc_malloc_tagged(a, size, lt, &b);
         if (st == SS_OK) {
             served++;
             unsigned char tag = (unsigned char)(step & 0xFF);
             memset(ss_block_ptr(b), tag, size);
-            L[n].b = b; L[n].size = size; L[n].tag = tag; L[n].small = rounded < G;
+            L[n].b = b; L[n].size = size; L[n].tag = tag; L[n].small = rounded < G || lt == SS_LIFETIME_PERSISTENT;
             n++;
         } else {
             CHECK_STATUS(st, SS_ERR_OOM);
@@ -238,13 +243,15 @@ static void t_pools(void) {
     ss_alloc_t *a = NULL;
     CHECK_OK(ss_alloc_new(NULL, &c, &a));
     if (!a) return;
-    ss_block_t *x = NULL, *p = NULL, *y = NULL, *s1 = NULL, *s2 = NULL;
+    ss_block_t *x = NULL, *p = NULL, *y = NULL, *s1 = NULL, *s2 = NULL, *p2 = NULL;
     CHECK_OK(ss_alloc_malloc(a, 100 * KiB, &x));
     CHECK_OK(ss_alloc_malloc_tagged(a, 100 * KiB, SS_LIFETIME_PERSISTENT, &p));
     CHECK_OK(ss_alloc_malloc(a, 200 * KiB, &y));
-    CHECK_OK(ss_alloc_malloc_tagged(a, 1 * KiB, SS_LIFETIME_PERSISTENT, &s1));
+    CHECK_OK(ss_alloc_malloc(a, 1 * KiB, &s1));
     CHECK_OK(ss_alloc_malloc(a, 2 * KiB, &s2));
-    if (!x || !p || !y || !s1 || !s2) return;
+    CHECK_OK(ss_alloc_malloc_tagged(a, 20 * KiB, SS_LIFETIME_PERSISTENT, &p2));
+    if (!x || !p || !y || !s1 || !s2 || !p2) return;
+    CHECK_EQ_U64(ss_block_offset(p2), ss_block_offset(p) + 100 * KiB);   /* persistent: packed */
     CHECK_EQ_U64(ss_block_offset(x) % G, 0);
     CHECK_EQ_U64(ss_block_offset(y), ss_block_offset(x) + 2 * G);   /* packed, granule-aligned */
     uint64_t po = ss_block_offset(p);
@@ -252,7 +259,7 @@ static void t_pools(void) {
     CHECK_EQ_U64(ss_block_offset(s1) / G, ss_block_offset(s2) / G);  /* small ones share */
     ss_alloc_stats st;
     CHECK_OK(ss_alloc_get_stats(a, &st));
-    CHECK_EQ_U64(st.granules_mapped, 2 + 2 + 4 + 1);
+    CHECK_EQ_U64(st.granules_mapped, 2 + 2 + 4 + 1);   /* p and p2 share their 2 granules */
     CHECK_EQ_U64(st.slack_bytes, st.reserved_bytes - st.in_use_bytes);
     CHECK_STATUS(ss_alloc_malloc_tagged(a, 10, (ss_lifetime)7, &x), SS_ERR_INVALID);
     CHECK_OK(ss_alloc_check(a));
