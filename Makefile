@@ -113,7 +113,7 @@ ifeq ($(USE_CUDA),1)
   LIB_SRC += $(wildcard src/device-cuda.c)
 endif
 LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/src/%.o,$(LIB_SRC))
-GPT_SRC   := $(wildcard gpt/*.c)
+GPT_SRC   := $(filter-out gpt/ops-cuda.c,$(wildcard gpt/*.c))
 GPT_OBJ   := $(patsubst gpt/%.c,$(BUILD)/gpt/%.o,$(GPT_SRC))
 TOOL_SRC  := $(wildcard tools/*.c)
 TOOL_OBJ  := $(patsubst tools/%.c,$(BUILD)/tools/%.o,$(TOOL_SRC))
@@ -166,7 +166,7 @@ $(BUILD)/bench/%.o: bench/%.c $(wildcard bench/*.h gpt/*.h src/*.h include/*.h) 
 NVCC_ARCH ?= sm_90
 ifeq ($(USE_CUDA),1)
 ifneq ($(NVCC),)
-  GPT_OBJ   += $(BUILD)/gpt/kernels-cuda.o
+  GPT_OBJ   += $(BUILD)/gpt/kernels-cuda.o $(BUILD)/gpt/ops-cuda.o
   NVCCFLAGS := -O2 -std=c++17 -arch=$(NVCC_ARCH) --fmad=false -Xcompiler -fPIC,-Wall,-Wextra \
                $(if $(filter 1,$(WERROR)),-Werror all-warnings -Xcompiler -Werror)
 $(BUILD)/gpt/kernels-cuda.o: gpt/kernels-cuda.cu gpt/kernels-cuda.h | $(BUILD)/gpt
@@ -175,6 +175,20 @@ $(BUILD)/gpt/kernels-cuda.o: gpt/kernels-cuda.cu gpt/kernels-cuda.h | $(BUILD)/g
 lib: $(BUILD)/gpt/kernels-cuda.o
 $(BUILD)/tests/test-gpt-cuda.o $(BUILD)/tests/test-device-cuda.o: private XCFLAGS += -DSS_GPT_CUDA=1 -I$(CUDA_HOME)/include
 $(BUILD)/tests/test-gpt-cuda $(BUILD)/tests/test-device-cuda: private LDLIBS += -lcublas -lstdc++
+# the trainer on the cuda device (gpt/ops-cuda.c: the kc_* table; tools/cmd-train.c selects it)
+$(BUILD)/gpt/ops-cuda.o: gpt/ops-cuda.c gpt/ops.h gpt/kernels-cuda.h | $(BUILD)/gpt
+	$(CC) $(ALL_CFLAGS) $(CFLAGS_CUDA) -Igpt -c $< -o $@
+$(BUILD)/tools/cmd-train.o: private XCFLAGS += -DSS_GPT_CUDA=1
+$(CLI): private LDLIBS += -lcublas -lstdc++
+# the trainer against the CPU stand-ins (scripts/cuda-emu-check.sh, part "train"): the CLI with
+# kernels-cuda.o replaced by tests/cuda-emu/kernels-shim.c (the kc_* launchers run the CPU
+# kernels as host functions on the stream), linked to the real libcudart here and run with
+# tests/cuda-emu/fake-cudart.c in its place
+$(BUILD)/tests/cuda-emu/kernels-shim.o: tests/cuda-emu/kernels-shim.c gpt/kernels-cuda.h gpt/kernels.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CFLAGS_CUDA) -Igpt -c $< -o $@
+$(BUILD)/smartswap-cuda-emu: $(TOOL_OBJ) $(filter-out $(BUILD)/gpt/kernels-cuda.o,$(GPT_OBJ)) $(BUILD)/tests/cuda-emu/kernels-shim.o $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 endif
 endif
 # --- [issue 17] end

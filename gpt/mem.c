@@ -3,6 +3,8 @@
  */
 #include "mem.h"
 
+#include "ops.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +89,7 @@ gpt_buf *gpt_mem_alloc(gpt_mem *m, const char *name, size_t bytes, gpt_mem_kind 
 
 gpt_buf *gpt_mem_calloc(gpt_mem *m, const char *name, size_t bytes, gpt_mem_kind kind) {
     gpt_buf *b = gpt_mem_alloc(m, name, bytes, kind);
-    if (b) memset(b->ptr, 0, bytes);
+    if (b) (m->ops ? m->ops : &gpt_ops_cpu)->zero(b->ptr, bytes);
     return b;
 }
 

@@ -61,8 +61,13 @@ typedef struct gpt_mem_backend {
                        size_t errlen);
 } gpt_mem_backend;
 
+struct gpt_ops;
+
 typedef struct gpt_mem {
     gpt_mem_backend be;
+    /* where the memory is and which kernels run on it (ops.h); NULL: gpt_ops_cpu (host memory).
+     * gpt_mem_calloc zeroes through it; gpt_model_init takes its kernels from it. */
+    const struct gpt_ops *ops;
     uint64_t budget;                         /* 0 = unlimited; checked before the backend */
     uint64_t in_use, peak;                   /* all kinds */
     uint64_t kind_in_use[GPT_MEM_KIND_COUNT];
@@ -81,7 +86,7 @@ uint64_t gpt_mem_destroy(gpt_mem *m);
 
 /* A buffer of `bytes` (> 0) named name (truncated to 47 chars), one reference; NULL on error. */
 gpt_buf *gpt_mem_alloc(gpt_mem *m, const char *name, size_t bytes, gpt_mem_kind kind);
-/* The same, zero-filled. */
+/* The same, zero-filled (through m->ops: device memory is zeroed on the device). */
 gpt_buf *gpt_mem_calloc(gpt_mem *m, const char *name, size_t bytes, gpt_mem_kind kind);
 void gpt_buf_ref(gpt_buf *b);
 /* NULL is a no-op. */

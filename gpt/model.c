@@ -11,6 +11,7 @@
 #include "model.h"
 
 #include "kernels.h"
+#include "ops.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -333,7 +334,7 @@ static gpt_tensor *op_embed(gpt_model *m, uint64_t site) {
     report_op(m, OP_EMBED, site, 0);
     gpt_tensor *x = new_act(m, "embed", -1, 3, B, T, C, 0);
     if (!x) return NULL;
-    k_embed_fwd(F(x->buf), m->tokens, F(m->wte->buf), B * T, C);
+    m->ops->embed_fwd(F(x->buf), m->tokens, F(m->wte->buf), B * T, C);
     gpt_node *n = push_node(m, OP_EMBED, -1, site);
     if (n) { n->w = m->wte; n->out = x; }
     return x;
@@ -350,7 +351,7 @@ static gpt_tensor *op_rmsnorm(gpt_model *m, gpt_tensor *x, gpt_tensor *w, const 
     gpt_tensor *y = new_act(m, name, layer, 3, B, T, C, 0);
     gpt_tensor *r = new_act(m, rn, layer, 2, B, T, 0, 0);
     if (!y || !r) { drop(m, y); drop(m, r); return NULL; }
-    k_rmsnorm_fwd(F(y->buf), F(r->buf), F(x->buf), F(w->buf), B * T, C, m->cfg.norm_eps);
+    m->ops->rmsnorm_fwd(F(y->buf), F(r->buf), F(x->buf), F(w->buf), B * T, C, m->cfg.norm_eps);
     y->rc_kind = RC_RMSNORM; y->rc_in[0] = x; y->rc_w = w; y->rc_op[0] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 1;
     gpt_node *n = push_node(m, OP_RMSNORM, layer, site);
     if (n) { n->in[0] = x; n->w = w; n->out = y; save(m, n, x); save(m, n, r); }
@@ -367,7 +368,7 @@ static gpt_tensor *op_matmul(gpt_model *m, gpt_tensor *x, gpt_tensor *w, const c
     gpt_tensor *y = x->ndim == 3 ? new_act(m, name, layer, 3, x->shape[0], x->shape[1], N, 0)
                                  : new_act(m, name, layer, 2, M, N, 0, 0);
     if (!y) return NULL;
-    k_matmul_fwd(F(y->buf), F(x->buf), F(w->buf), M, K, N);
+    m->ops->matmul_fwd(F(y->buf), F(x->buf), F(w->buf), M, K, N);
     y->rc_kind = RC_MATMUL; y->rc_in[0] = x; y->rc_w = w; y->rc_op[0] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 1;
     gpt_node *n = push_node(m, OP_MATMUL, layer, site);
     if (n) { n->in[0] = x; n->w = w; n->out = y; save(m, n, x); }
@@ -381,7 +382,7 @@ static gpt_tensor *op_rope(gpt_model *m, gpt_tensor *x, int H, const char *name,
     report_op(m, OP_ROPE, site, 0);
     gpt_tensor *y = new_act(m, name, layer, 4, B, T, H, hd);
     if (!y) return NULL;
-    k_rope_fwd(F(y->buf), F(x->buf), F(m->rope_cos), F(m->rope_sin), B, T, H, hd);
+    m->ops->rope_fwd(F(y->buf), F(x->buf), F(m->rope_cos), F(m->rope_sin), B, T, H, hd);
     if (x->rc_kind == RC_MATMUL) {   /* y = rope(x_in . w^T): both kernel calls again */
         y->rc_kind = RC_MATMUL_ROPE; y->rc_in[0] = x->rc_in[0]; y->rc_w = x->rc_w; y->rc_heads = H;
         y->rc_op[0] = x->rc_op[0]; y->rc_op[1] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 2;
@@ -402,7 +403,7 @@ static gpt_tensor *op_attention(gpt_model *m, gpt_tensor *q, gpt_tensor *k, gpt_
     if (m->cfg.attention == GPT_ATTN_FLASH) {
         gpt_tensor *lse = new_act(m, "attn.lse", layer, 3, B, A, T, 0);
         if (!y || !lse) { drop(m, y); drop(m, lse); return NULL; }
-        k_flash_attn_fwd(F(y->buf), F(lse->buf), F(q->buf), F(k->buf), F(v->buf), B, T, A, KV, hd);
+        m->ops->flash_attn_fwd(F(y->buf), F(lse->buf), F(q->buf), F(k->buf), F(v->buf), B, T, A, KV, hd);
         gpt_node *n = push_node(m, OP_ATTN, layer, site);
         if (n) {
             n->in[0] = q; n->in[1] = k; n->in[2] = v; n->out = y;
@@ -413,7 +414,7 @@ static gpt_tensor *op_attention(gpt_model *m, gpt_tensor *q, gpt_tensor *k, gpt_
     }
     gpt_tensor *att = new_act(m, "attn.probs", layer, 4, B, A, T, T);
     if (!y || !att) { drop(m, y); drop(m, att); return NULL; }
-    k_attn_fwd(F(y->buf), F(att->buf), F(q->buf), F(k->buf), F(v->buf), B, T, A, KV, hd);
+    m->ops->attn_fwd(F(y->buf), F(att->buf), F(q->buf), F(k->buf), F(v->buf), B, T, A, KV, hd);
     gpt_node *n = push_node(m, OP_ATTN, layer, site);
     if (n) {
         n->in[0] = q; n->in[1] = k; n->in[2] = v; n->out = y;
@@ -430,7 +431,7 @@ static gpt_tensor *op_swiglu(gpt_model *m, gpt_tensor *g, gpt_tensor *u, const c
     report_op(m, OP_SWIGLU, site, 0);
     gpt_tensor *y = new_act(m, name, layer, g->ndim, g->shape[0], g->shape[1], g->shape[2], 0);
     if (!y) return NULL;
-    k_swiglu_fwd(F(y->buf), F(g->buf), F(u->buf), y->n);
+    m->ops->swiglu_fwd(F(y->buf), F(g->buf), F(u->buf), y->n);
     y->rc_kind = RC_SWIGLU; y->rc_in[0] = g; y->rc_in[1] = u; y->rc_op[0] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 1;
     gpt_node *n = push_node(m, OP_SWIGLU, layer, site);
     if (n) { n->in[0] = g; n->in[1] = u; n->out = y; save(m, n, g); save(m, n, u); }
@@ -444,7 +445,7 @@ static gpt_tensor *op_add(gpt_model *m, gpt_tensor *a, gpt_tensor *b, const char
     report_op(m, OP_ADD, site, 0);
     gpt_tensor *y = new_act(m, name, layer, 3, m->B, m->T, m->cfg.hidden, 0);
     if (!y) return NULL;
-    k_add_fwd(F(y->buf), F(a->buf), F(b->buf), y->n);
+    m->ops->add_fwd(F(y->buf), F(a->buf), F(b->buf), y->n);
     gpt_node *n = push_node(m, OP_ADD, layer, site);
     if (n) { n->in[0] = a; n->in[1] = b; n->out = y; }
     return y;
@@ -458,7 +459,7 @@ static float op_xent(gpt_model *m, gpt_tensor *logits, uint64_t site) {
     gpt_tensor *p = new_act(m, "probs", -1, 3, B, T, V, 0);
     gpt_tensor *ls = new_act(m, "losses", -1, 2, B, T, 0, 0);
     if (!p || !ls) { drop(m, p); drop(m, ls); return 0.0f; }
-    float loss = k_xent_fwd(F(p->buf), F(ls->buf), F(logits->buf), m->targets, B * T, V);
+    float loss = m->ops->xent_fwd(F(p->buf), F(ls->buf), F(logits->buf), m->targets, B * T, V);
     gpt_node *n = push_node(m, OP_XENT, -1, site);
     if (n) { n->in[0] = logits; save(m, n, p); }
     drop(m, p);
@@ -481,11 +482,20 @@ static float op_lxent(gpt_model *m, gpt_tensor *h, gpt_tensor *w, uint64_t site)
     if (!lse || !ls || !lg) { drop(m, lse); drop(m, ls); drop(m, lg); return 0.0f; }
     for (int i0 = 0; i0 < M; i0 += ch) {
         int rows = M - i0 < ch ? M - i0 : ch;
-        k_matmul_fwd(F(lg->buf), F(h->buf) + (size_t)i0 * C, F(w->buf), rows, C, V);
-        k_xent_lse_fwd(F(lse->buf) + i0, F(ls->buf) + i0, F(lg->buf), m->targets + i0, rows, V);
+        m->ops->matmul_fwd(F(lg->buf), F(h->buf) + (size_t)i0 * C, F(w->buf), rows, C, V);
+        m->ops->xent_lse_fwd(F(lse->buf) + i0, F(ls->buf) + i0, F(lg->buf), m->targets + i0, rows, V);
     }
     double total = 0.0;
-    for (int i = 0; i < M; i++) total += F(ls->buf)[i];
+    const float *lh = F(ls->buf);
+    float *lhost = NULL;
+    if (m->ops->device_memory) {   /* the losses come to the host, summed there as on the CPU */
+        lhost = malloc((size_t)M * sizeof(float));
+        if (!lhost) { fail(m, "out of host memory"); drop(m, lg); drop(m, ls); drop(m, lse); return 0.0f; }
+        m->ops->download(lhost, lh, (size_t)M * sizeof(float));
+        lh = lhost;
+    }
+    for (int i = 0; i < M; i++) total += lh[i];
+    free(lhost);
     drop(m, lg);
     drop(m, ls);
     gpt_node *n = push_node(m, OP_LXENT, -1, site);
@@ -506,9 +516,9 @@ static void lxent_backward(gpt_model *m, gpt_node *n, const float *h, const floa
     float scale = m->dloss / (float)M;
     for (int i0 = 0; i0 < M; i0 += ch) {
         int rows = M - i0 < ch ? M - i0 : ch;
-        k_matmul_fwd(F(lg), h + (size_t)i0 * C, F(n->w->buf), rows, C, V);
-        k_xent_lse_bwd(F(lg), lse + i0, m->targets + i0, rows, V, scale);
-        k_matmul_bwd(dh + (size_t)i0 * C, F(n->w->grad), F(lg), h + (size_t)i0 * C, F(n->w->buf), rows, C, V);
+        m->ops->matmul_fwd(F(lg), h + (size_t)i0 * C, F(n->w->buf), rows, C, V);
+        m->ops->xent_lse_bwd(F(lg), lse + i0, m->targets + i0, rows, V, scale);
+        m->ops->matmul_bwd(dh + (size_t)i0 * C, F(n->w->grad), F(lg), h + (size_t)i0 * C, F(n->w->buf), rows, C, V);
     }
     gpt_buf_unref(m->mem, lg);
 }
@@ -536,7 +546,7 @@ static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uin
     gpt_tensor *w = new_act(m, "moe.weights", layer, 3, B, T, K, 0);
     gpt_tensor *p = new_act(m, "moe.probs", layer, 3, B, T, E, 0);
     if (!w || !p) { drop(m, w); drop(m, p); return NULL; }
-    k_moe_route_fwd(F(p->buf), F(w->buf), r->idx, F(logits->buf), M, E, K);
+    m->ops->moe_route_fwd(F(p->buf), F(w->buf), r->idx, F(logits->buf), M, E, K);
     if (m->moe_route_force)   /* the probe's worst case: every expert 0..K-1 gets every token */
         for (size_t i = 0; i < (size_t)M * K; i++) r->idx[i] = (int)(i % (size_t)K);
     /* each expert's tokens, in token order */
@@ -567,7 +577,7 @@ static gpt_tensor *op_moe_gather(gpt_model *m, gpt_tensor *x, gpt_route *r, int 
     snprintf(name, sizeof name, "moe.e%d.in", e);
     gpt_tensor *y = new_act(m, name, layer, 2, ne, C, 0, 0);
     if (!y) return NULL;
-    k_moe_gather_fwd(F(y->buf), F(x->buf), r->rows + r->off[e], ne, C);
+    m->ops->moe_gather_fwd(F(y->buf), F(x->buf), r->rows + r->off[e], ne, C);
     gpt_node *n = push_node(m, OP_MOE_GATHER, layer, site);
     if (n) { n->in[0] = x; n->out = y; n->route = r; n->expert = e; }
     return y;
@@ -583,7 +593,7 @@ static gpt_tensor *op_moe_combine(gpt_model *m, gpt_tensor *w, gpt_route *r, int
     if (!y) return NULL;
     const float *ye[GPT_MAX_EXPERTS];
     for (int e = 0; e < r->E; e++) ye[e] = r->ye[e] ? F(r->ye[e]->buf) : NULL;
-    k_moe_combine_fwd(F(y->buf), F(w->buf), r->idx, r->slot, ye, r->M, C, r->K);
+    m->ops->moe_combine_fwd(F(y->buf), F(w->buf), r->idx, r->slot, ye, r->M, C, r->K, r->E);
     gpt_node *n = push_node(m, OP_MOE_COMBINE, layer, site);
     if (n) {
         n->in[0] = w; n->out = y; n->route = r;
@@ -712,26 +722,26 @@ static const float *rebuild(gpt_model *m, gpt_tensor *t) {
         int M = (int)(t->n / (size_t)C);
         gpt_buf *r = gpt_mem_alloc(m->mem, "rstd.rebuild", (size_t)M * sizeof(float), GPT_MEM_ACT);
         if (!r) { fail(m, "%s", m->mem->err); break; }
-        k_rmsnorm_fwd(F(b), F(r), in[0], F(t->rc_w->buf), M, C, m->cfg.norm_eps);
+        m->ops->rmsnorm_fwd(F(b), F(r), in[0], F(t->rc_w->buf), M, C, m->cfg.norm_eps);
         gpt_buf_unref(m->mem, r);
         break;
     }
     case RC_MATMUL: {
         int N = t->rc_w->shape[0], K = t->rc_w->shape[1];
-        k_matmul_fwd(F(b), in[0], F(t->rc_w->buf), (int)(t->n / (size_t)N), K, N);
+        m->ops->matmul_fwd(F(b), in[0], F(t->rc_w->buf), (int)(t->n / (size_t)N), K, N);
         break;
     }
     case RC_MATMUL_ROPE: {      /* (B,T,H,hd) = rope(x . w^T), through a scratch for the product */
         int N = t->rc_w->shape[0], K = t->rc_w->shape[1], hd = C / m->cfg.heads;
         gpt_buf *q = gpt_mem_alloc(m->mem, "rope.in.rebuild", t->n * sizeof(float), GPT_MEM_ACT);
         if (!q) { fail(m, "%s", m->mem->err); break; }
-        k_matmul_fwd(F(q), in[0], F(t->rc_w->buf), (int)(t->n / (size_t)N), K, N);
-        k_rope_fwd(F(b), F(q), F(m->rope_cos), F(m->rope_sin), t->shape[0], t->shape[1], t->rc_heads, hd);
+        m->ops->matmul_fwd(F(q), in[0], F(t->rc_w->buf), (int)(t->n / (size_t)N), K, N);
+        m->ops->rope_fwd(F(b), F(q), F(m->rope_cos), F(m->rope_sin), t->shape[0], t->shape[1], t->rc_heads, hd);
         gpt_buf_unref(m->mem, q);
         break;
     }
     case RC_SWIGLU:
-        k_swiglu_fwd(F(b), in[0], in[1], t->n);
+        m->ops->swiglu_fwd(F(b), in[0], in[1], t->n);
         break;
     default:
         fail(m, "internal: %s has no rebuild recipe", t->name);
@@ -774,7 +784,7 @@ static void ckpt_backward(gpt_model *m, gpt_node nd) {
     snprintf(name, sizeof name, "%s.recompute", x->name);
     x->buf = gpt_mem_alloc(m->mem, name, x->n * sizeof(float), GPT_MEM_ACT);
     if (!x->buf) { fail(m, "%s", m->mem->err); return; }
-    memcpy(x->buf->ptr, xs, x->n * sizeof(float));
+    m->ops->copy(x->buf->ptr, xs, x->n * sizeof(float));
     release_slot(m, nd.s0);
     size_t stop = m->ntape;
     m->recording = 1;
@@ -810,31 +820,31 @@ static void node_backward(gpt_model *m, gpt_node *n) {
     if (m->err) return;
     switch (n->kind) {
     case OP_EMBED:
-        k_embed_bwd(F(n->w->grad), dout, m->tokens, M, C);
+        m->ops->embed_bwd(F(n->w->grad), dout, m->tokens, M, C, m->cfg.vocab);
         break;
     case OP_RMSNORM: {
         float *dx = gradof(m, n->in[0]);
-        if (dx) k_rmsnorm_bwd(dx, F(n->w->grad), dout, s[0], s[1], F(n->w->buf), M, C);
+        if (dx) m->ops->rmsnorm_bwd(dx, F(n->w->grad), dout, s[0], s[1], F(n->w->buf), M, C);
         break;
     }
     case OP_MATMUL: {
         float *dx = gradof(m, n->in[0]);
         int K = n->w->shape[1], N = n->w->shape[0];
-        if (dx) k_matmul_bwd(dx, F(n->w->grad), dout, s[0], F(n->w->buf), (int)(n->in[0]->n / (size_t)K), K, N);
+        if (dx) m->ops->matmul_bwd(dx, F(n->w->grad), dout, s[0], F(n->w->buf), (int)(n->in[0]->n / (size_t)K), K, N);
         break;
     }
     case OP_ROPE: {
         float *dx = gradof(m, n->in[0]);
-        if (dx) k_rope_bwd(dx, dout, F(m->rope_cos), F(m->rope_sin), B, T, n->out->shape[2], hd);
+        if (dx) m->ops->rope_bwd(dx, dout, F(m->rope_cos), F(m->rope_sin), B, T, n->out->shape[2], hd);
         break;
     }
     case OP_ATTN: {
         float *dq = gradof(m, n->in[0]), *dk = gradof(m, n->in[1]), *dv = gradof(m, n->in[2]);
         if (!dq || !dk || !dv) break;
         if (n->nsaved == 5)   /* flash: q, k, v, out, lse */
-            k_flash_attn_bwd(dq, dk, dv, dout, s[0], s[1], s[2], s[3], s[4], B, T, A, KV, hd);
+            m->ops->flash_attn_bwd(dq, dk, dv, dout, s[0], s[1], s[2], s[3], s[4], B, T, A, KV, hd);
         else
-            k_attn_bwd(dq, dk, dv, dout, s[0], s[1], s[2], s[3], B, T, A, KV, hd);
+            m->ops->attn_bwd(dq, dk, dv, dout, s[0], s[1], s[2], s[3], B, T, A, KV, hd);
         break;
     }
     case OP_LXENT:
@@ -842,32 +852,32 @@ static void node_backward(gpt_model *m, gpt_node *n) {
         break;
     case OP_SWIGLU: {
         float *dg = gradof(m, n->in[0]), *du = gradof(m, n->in[1]);
-        if (dg && du) k_swiglu_bwd(dg, du, dout, s[0], s[1], n->out->n);
+        if (dg && du) m->ops->swiglu_bwd(dg, du, dout, s[0], s[1], n->out->n);
         break;
     }
     case OP_ADD: {
         float *da = gradof(m, n->in[0]);
-        if (da) k_accumulate(da, dout, n->out->n);
+        if (da) m->ops->accumulate(da, dout, n->out->n);
         float *db = gradof(m, n->in[1]);
-        if (db) k_accumulate(db, dout, n->out->n);
+        if (db) m->ops->accumulate(db, dout, n->out->n);
         break;
     }
     case OP_XENT: {
         float *dl = gradof(m, n->in[0]);
-        if (dl) k_xent_bwd(dl, s[0], m->targets, M, m->cfg.vocab, m->dloss);
+        if (dl) m->ops->xent_bwd(dl, s[0], m->targets, M, m->cfg.vocab, m->dloss);
         break;
     }
     case OP_MOE_ROUTE: {
         float *dl = gradof(m, n->in[0]);
         gpt_route *r = n->route;
-        if (dl) k_moe_route_bwd(dl, dout, s[0], r->idx, r->M, r->E, r->K);
+        if (dl) m->ops->moe_route_bwd(dl, dout, s[0], r->idx, r->M, r->E, r->K);
         break;
     }
     case OP_MOE_GATHER: {
         float *dx = gradof(m, n->in[0]);
         gpt_route *r = n->route;
         int e = n->expert;
-        if (dx) k_moe_gather_bwd(dx, dout, r->rows + r->off[e], r->off[e + 1] - r->off[e], C);
+        if (dx) m->ops->moe_gather_bwd(dx, dout, r->rows + r->off[e], r->off[e + 1] - r->off[e], C);
         break;
     }
     case OP_MOE_COMBINE: {
@@ -883,7 +893,7 @@ static void node_backward(gpt_model *m, gpt_node *n) {
             ye[e] = s[j++];
             dye[e] = gradof(m, r->ye[e]);
         }
-        if (dw && !m->err) k_moe_combine_bwd(dye, dw, dout, s[0], r->idx, r->slot, ye, r->M, C, r->K);
+        if (dw && !m->err) m->ops->moe_combine_bwd(dye, dw, dout, s[0], r->idx, r->slot, ye, r->M, C, r->K, r->E);
         break;
     }
     default:
@@ -970,6 +980,17 @@ static float forward(gpt_model *m, int record) {
     return loss;
 }
 
+/* Waits for the ops' queued work (ops.h); a failed kernel or transfer (sticky on the GPU) fails
+ * the model: 1, else m->err. */
+static int ops_check(gpt_model *m) {
+    char e[300];
+    if (m->ops->sync(e, sizeof e)) {
+        if (!m->err) fail(m, "%s", e);
+        return 1;
+    }
+    return m->err;
+}
+
 /* Checks one micro-batch's shape and tokens and makes it current. */
 static int begin(gpt_model *m, const int *tokens, const int *targets, int B, int T) {
     m->err = 0;
@@ -984,7 +1005,20 @@ static int begin(gpt_model *m, const int *tokens, const int *targets, int B, int
             return 1;
         }
     m->tokens = tokens; m->targets = targets; m->B = B; m->T = T;
-    return 0;
+    if (m->ops->ints_alloc) {   /* device memory: the kernels read a device copy of the ints */
+        size_t n = (size_t)B * T;
+        if (n > m->captok) {
+            m->ops->ints_free(m->dtok);
+            m->dtok = m->ops->ints_alloc(2 * n);
+            m->captok = m->dtok ? n : 0;
+            if (!m->dtok) { ops_check(m); if (!m->err) fail(m, "cannot allocate the tokens on %s", m->ops->name); return 1; }
+        }
+        m->ops->upload(m->dtok, tokens, n * sizeof(int));
+        m->ops->upload(m->dtok + n, targets, n * sizeof(int));
+        m->tokens = m->dtok;
+        m->targets = m->dtok + n;
+    }
+    return ops_check(m);
 }
 
 static void note_peaks(gpt_model *m) {
@@ -1028,7 +1062,7 @@ int gpt_step_micro(gpt_model *m, const int *tokens, const int *targets, int B, i
         m->grads_ready = 1;
     }
     if (m->step_micro == 0)
-        for (int i = 0; i < m->nparams; i++) memset(m->params[i]->grad->ptr, 0, m->params[i]->n * sizeof(float));
+        for (int i = 0; i < m->nparams; i++) m->ops->zero(m->params[i]->grad->ptr, m->params[i]->n * sizeof(float));
     m->step_micro++;
     m->dloss = dloss;
     float l = forward(m, 1);
@@ -1036,7 +1070,7 @@ int gpt_step_micro(gpt_model *m, const int *tokens, const int *targets, int B, i
     backward_to(m, 0);
     note_peaks(m);
     end_iteration(m);
-    if (m->err) return 1;
+    if (ops_check(m)) return 1;
     m->stats.micro++;
     m->stats.tokens += (uint64_t)B * T;
     *loss = l;
@@ -1049,7 +1083,7 @@ int gpt_step_eval(gpt_model *m, const int *tokens, const int *targets, int B, in
     float l = forward(m, 0);
     note_peaks(m);
     end_iteration(m);
-    if (m->err) return 1;
+    if (ops_check(m)) return 1;
     m->stats.tokens += (uint64_t)B * T;
     *loss = l;
     return 0;
@@ -1095,11 +1129,11 @@ int gpt_step_update(gpt_model *m, float lr) {
     for (int i = 0; i < m->nparams; i++) {
         gpt_tensor *p = m->params[i];
         if (m->in_step) report_op(m, OP_ADAMW, SITE, 0);
-        k_adamw(F(p->buf), F(p->adam_m), F(p->adam_v), F(p->grad), p->n, lr, m->cfg.beta1, m->cfg.beta2,
+        m->ops->adamw(F(p->buf), F(p->adam_m), F(p->adam_v), F(p->grad), p->n, lr, m->cfg.beta1, m->cfg.beta2,
                 m->cfg.adam_eps, p->decay ? m->cfg.weight_decay : 0.0f, m->adam_t);
     }
     if (m->in_step) note_peaks(m);
-    return 0;
+    return ops_check(m);
 }
 
 int gpt_update(gpt_model *m, float lr) { return gpt_step_update(m, lr); }
@@ -1128,12 +1162,18 @@ static gpt_tensor *new_param(gpt_model *m, const char *name, int layer, int rows
     m->params[m->nparams++] = t;
     t->buf = gpt_mem_alloc(m->mem, t->name, t->n * sizeof(float), GPT_MEM_WEIGHT);
     if (!t->buf) { fail(m, "%s", m->mem->err); return t; }
-    float *w = F(t->buf);
+    /* made on the host, then uploaded (device memory) or used in place (host memory) */
+    float *w = m->ops->device_memory ? malloc(t->n * sizeof(float)) : F(t->buf);
+    if (!w) { fail(m, "out of host memory"); return t; }
     for (size_t i = 0; i < t->n; i++) {
         if (bound == 0.0f) { w[i] = 1.0f; continue; }
         /* 24 random bits -> an exact float in [-1, 1), times the bound: one rounding */
         float u = (float)((int32_t)(splitmix64(rng) >> 40) - (1 << 23)) * (1.0f / (1 << 23));
         w[i] = u * bound;
+    }
+    if (w != F(t->buf)) {
+        m->ops->upload(t->buf->ptr, w, t->n * sizeof(float));
+        free(w);
     }
     return t;
 }
@@ -1145,7 +1185,13 @@ int gpt_model_init(gpt_model *m, const gpt_config *c, gpt_mem *mem, const gpt_ho
     m->mem = mem;
     m->hooks = *hooks;
     m->mode = mode;
+    m->ops = mem->ops ? mem->ops : &gpt_ops_cpu;
     if (gpt_config_check(c, m->errmsg, sizeof m->errmsg)) { m->err = 1; return 1; }
+    if (c->moe_experts && !m->ops->has_moe) {
+        fail(m, "the MoE layers (experts %d) run on the CPU kernels only, not on %s: use --device cpu-sim or no experts",
+             c->moe_experts, m->ops->name);
+        return 1;
+    }
     gpt_kernels_init();
     int L = c->layers, C = c->hidden, hd = C / c->heads, KVd = hd * c->kv_heads, Fd = c->ffn, V = c->vocab;
     m->params = calloc((size_t)param_total(c), sizeof *m->params);
@@ -1192,17 +1238,24 @@ int gpt_model_init(gpt_model *m, const gpt_config *c, gpt_mem *mem, const gpt_ho
     m->rope_cos = gpt_mem_alloc(mem, "rope.cos", (size_t)T * h2 * sizeof(float), GPT_MEM_CONST);
     m->rope_sin = m->rope_cos ? gpt_mem_alloc(mem, "rope.sin", (size_t)T * h2 * sizeof(float), GPT_MEM_CONST) : NULL;
     if (!m->rope_sin) { fail(m, "%s", mem->err); return 1; }
+    size_t nt = (size_t)T * h2;
+    float *cs = malloc(2 * nt * sizeof(float));
+    if (!cs) { fail(m, "out of host memory"); return 1; }
     for (int t = 0; t < T; t++)
         for (int j = 0; j < h2; j++) {
             double inv = pow((double)c->rope_theta, -2.0 * j / hd);
             double ang = t * inv;
-            F(m->rope_cos)[(size_t)t * h2 + j] = (float)cos(ang);
-            F(m->rope_sin)[(size_t)t * h2 + j] = (float)sin(ang);
+            cs[(size_t)t * h2 + j] = (float)cos(ang);
+            cs[nt + (size_t)t * h2 + j] = (float)sin(ang);
         }
-    return 0;
+    m->ops->upload(m->rope_cos->ptr, cs, nt * sizeof(float));
+    m->ops->upload(m->rope_sin->ptr, cs + nt, nt * sizeof(float));
+    free(cs);
+    return ops_check(m);
 }
 
 void gpt_model_free(gpt_model *m) {
+    if (m->ops) { char e[300]; (void)m->ops->sync(e, sizeof e); }   /* nothing freed under a kernel */
     end_iteration(m);
     for (int i = 0; i < m->nparams; i++) {
         gpt_tensor *p = m->params[i];
@@ -1220,6 +1273,7 @@ void gpt_model_free(gpt_model *m) {
     free(m->tape);
     free(m->hpool);
     free(m->hten);
+    if (m->ops && m->ops->ints_free) m->ops->ints_free(m->dtok);
     memset(m, 0, sizeof *m);
 }
 
@@ -1233,8 +1287,18 @@ int gpt_save_weights(gpt_model *m, const char *path) {
                        m->cfg.kv_heads, m->cfg.ffn, m->cfg.vocab, m->cfg.seq, m->nparams,
                        m->cfg.moe_experts, m->cfg.moe_topk};
     int ok = fwrite(hdr, sizeof(int32_t), moe ? 12 : 10, f) == (size_t)(moe ? 12 : 10);
-    for (int i = 0; ok && i < m->nparams; i++)
-        ok = fwrite(m->params[i]->buf->ptr, sizeof(float), m->params[i]->n, f) == m->params[i]->n;
+    for (int i = 0; ok && i < m->nparams; i++) {
+        const float *w = F(m->params[i]->buf);
+        float *wh = NULL;
+        if (m->ops->device_memory) {
+            wh = malloc(m->params[i]->n * sizeof(float));
+            if (!wh) { ok = 0; break; }
+            m->ops->download(wh, w, m->params[i]->n * sizeof(float));
+            w = wh;
+        }
+        ok = fwrite(w, sizeof(float), m->params[i]->n, f) == m->params[i]->n;
+        free(wh);
+    }
     if (fclose(f) != 0) ok = 0;
     if (!ok || rename(tmp, path) != 0) {
         remove(tmp);

@@ -159,7 +159,11 @@ typedef struct gpt_model {
     gpt_tensor **hten;                    /* the tensor of each hpool slot */
     size_t      nhpool, caphpool;
     gpt_route  *routes;
-    const int  *tokens, *targets;         /* (B,T) host ints */
+    const int  *tokens, *targets;         /* (B,T) ints where the kernels read them: the caller's
+                                             host ints, or their copy in device memory (dtok) */
+    const struct gpt_ops *ops;            /* the kernels and transfers (ops.h): mem->ops or CPU */
+    int        *dtok;                     /* device memory: tokens then targets (2 x captok ints) */
+    size_t      captok;
     int         B, T;
     int         moe_route_force;          /* 1: every token goes to experts 0..K-1 (the smallest-
                                              budget probe, gpt/train.c; never in training), and

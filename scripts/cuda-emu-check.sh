@@ -8,19 +8,31 @@
 # SS_CUDA=1, run against tests/cuda-emu/fake-cudart.c loaded as libcudart.so.13: the conformance
 # suite (test-device's cuda part), the allocator (test-alloc-device), the virtual-memory slots
 # (test-device-cuda-vm, with and without virtual memory).
+# Then ("train", a few seconds) the trainer on the cuda device: build/smartswap-cuda-emu (the CLI
+# with the kc_* launchers replaced by tests/cuda-emu/kernels-shim.c, which runs the CPU kernels as
+# host functions on the compute stream) against the same stand-in: `train --device cuda` in modes
+# none, recompute, offload-all, smartswap and smartswap --swap-only (the last two under the state
+# plus a quarter of none's activation peak, with plain segments and with 64 KiB virtual-memory
+# granules) must give none's losses (bit for bit, per step) and final weights (byte for byte),
+# and so must cpu-sim's run: the plumbing (allocation, transfers, streams, events), not the
+# GPU kernels, which the "kernels" part covers.
 #   sh scripts/cuda-emu-check.sh [dir]      (default /tmp/smartswap-cuda-emu)
-#   CUDA_EMU_PARTS="device" or "kernels" runs one part; BUILD=dir the build to use (default build)
+#   CUDA_EMU_PARTS="device", "train" or "kernels" runs one part (several: "device train");
+#   BUILD=dir the build to use (default build)
 set -eu
 cd "$(dirname "$0")/.."
 d=${1:-/tmp/smartswap-cuda-emu}
 mkdir -p "$d"
-parts=${CUDA_EMU_PARTS:-device kernels}
-case " $parts " in *" device "*)
-    b=${BUILD:-build}
-    ${MAKE:-make} -s -j2 BUILD="$b" SS_CUDA=1 "$b/tests/test-device" "$b/tests/test-alloc-device" "$b/tests/test-device-cuda-vm"
+parts=${CUDA_EMU_PARTS:-device train kernels}
+b=${BUILD:-build}
+case " $parts " in *" device "*|*" train "*)
     echo 'libcudart.so.13 { global: cuda*; local: *; };' > "$d/fake.map"
     ${CC:-cc} -std=c11 -O1 -g -fPIC -shared -pthread -Wall -Wextra -Werror -I"${CUDA_HOME:-/usr/local/cuda}/include" \
         tests/cuda-emu/fake-cudart.c -o "$d/libcudart.so.13" -Wl,-soname,libcudart.so.13 -Wl,--version-script="$d/fake.map"
+    ;;
+esac
+case " $parts " in *" device "*)
+    ${MAKE:-make} -s -j2 BUILD="$b" SS_CUDA=1 "$b/tests/test-device" "$b/tests/test-alloc-device" "$b/tests/test-device-cuda-vm"
     run() {   # name, then the command; a skip of the cuda part is a failure here
         name=$1; shift
         echo "== $name"
@@ -34,6 +46,46 @@ case " $parts " in *" device "*)
     run "test-alloc-device on cuda" env SMARTSWAP_TEST_DEVICE=cuda "$b/tests/test-alloc-device"
     run "test-device-cuda-vm (virtual memory)" env SMARTSWAP_TEST_EXPECT_VM=1 "$b/tests/test-device-cuda-vm"
     run "test-device-cuda-vm (cuMemCreate fails: plain segments)" env FAKE_CUDA_NO_VMM=1 "$b/tests/test-device-cuda-vm"
+    ;;
+esac
+case " $parts " in *" train "*)
+    ${MAKE:-make} -s -j2 BUILD="$b" SS_CUDA=1 "$b/smartswap" "$b/smartswap-cuda-emu"
+    # 8 layers: the saved activations dwarf one operator's working set, so a quarter of them
+    # (on top of the state) is above the smallest budget
+    M="train --layers 8 --hidden 32 --heads 4 --kv-heads 1 --ffn 64 --seq 64 --batch 8 --steps 6 --quiet"
+    emu() {   # name, then flags: one run on the cuda device (stand-in runtime, shim kernels)
+        name=$1; shift
+        timeout 120 env LD_LIBRARY_PATH="$d" "$b/smartswap-cuda-emu" $M --device cuda --log "$d/$name.jsonl" \
+            --save-weights "$d/w-$name.bin" "$@" > "$d/$name.out" 2>&1 ||
+            { tail -n 20 "$d/$name.out"; echo "cuda-emu: train $name FAILED (exit $?)"; exit 1; }
+    }
+    same() {   # name: losses and weights equal none's
+        grep -o '"loss_hex": "[^"]*"' "$d/none.jsonl" > "$d/none.loss"
+        grep -o '"loss_hex": "[^"]*"' "$d/$1.jsonl" > "$d/$1.loss"
+        [ "$(wc -l < "$d/none.loss")" -eq 6 ] || { echo "cuda-emu: none logged no 6 steps"; exit 1; }
+        cmp -s "$d/none.loss" "$d/$1.loss" || { diff "$d/none.loss" "$d/$1.loss" | head; echo "cuda-emu: train $1: losses differ from none"; exit 1; }
+        cmp -s "$d/w-none.bin" "$d/w-$1.bin" || { echo "cuda-emu: train $1: weights differ from none"; exit 1; }
+        echo "   $1: $(tail -n 1 "$d/$1.loss" | cut -d'"' -f4) = none's, weights identical${2:-}"
+    }
+    echo "== train --device cuda (smartswap-cuda-emu: shim kernels on the fake runtime)"
+    emu none
+    grep -q 'kernels  cuda-emu' "$d/none.out" || { echo "cuda-emu: the run did not use the shim kernels on the cuda device"; exit 1; }
+    peak=$(sed -n 's/^totals: .* peak=\([0-9]*\) .*/\1/p' "$d/none.out")
+    state=$(sed -n '1s/.*"state_bytes": \([0-9]*\).*/\1/p' "$d/none.jsonl")
+    [ -n "$peak" ] && [ -n "$state" ] || { echo "cuda-emu: no peak/state in none's output"; exit 1; }
+    q=$((state + (peak - state) / 4))
+    echo "   none: peak $peak B, state $state B; the swapping runs get state + 1/4 of the activations = $q B"
+    emu recompute --mode recompute; same recompute
+    emu offload-all --mode offload-all; same offload-all
+    emu smartswap --mode smartswap --budget "$q"
+    sw=$(sed -n 's/^totals: .* swapped_out=\([0-9]*\) .*/\1/p' "$d/smartswap.out")
+    [ "${sw:-0}" -gt 0 ] || { echo "cuda-emu: smartswap under $q B swapped nothing"; exit 1; }
+    same smartswap " (swapped out $sw B)"
+    emu swap-only --mode smartswap --swap-only --budget "$q"; same swap-only
+    SMARTSWAP_GRANULE=65536 emu smartswap-vm --mode smartswap --budget "$q"; same smartswap-vm " (64 KiB granules)"
+    timeout 120 "$b/smartswap" $M --device cpu-sim --log "$d/cpu-sim.jsonl" --save-weights "$d/w-cpu-sim.bin" \
+        > "$d/cpu-sim.out" 2>&1 || { tail -n 20 "$d/cpu-sim.out"; echo "cuda-emu: cpu-sim run FAILED"; exit 1; }
+    same cpu-sim " (cpu-sim, the CPU kernels on host memory)"
     ;;
 esac
 case " $parts " in *" kernels "*) ;; *) exit 0 ;; esac

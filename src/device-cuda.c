@@ -401,11 +401,17 @@ static ss_status cu_vm_map(void *ctx, void *va, size_t n) {
 /* Unmaps [va, va+n) unless a copy that touches it may still run (its event, recorded after it
  * on its stream, has not completed): then SS_ERR_STATE and nothing changes. Work other than
  * copies is the allocator's to order: it unmaps only granules that no live block, and no freed
- * block whose stream events are pending, touches. */
+ * block whose stream events are pending, touches; the legacy default stream (the compute stream
+ * of the C trainer) is synchronised first. */
 static ss_status cu_vm_unmap(void *ctx, void *va, size_t n) {
     cu_dev *d = ctx;
     ss_status st = cu_use(d);
     if (st != SS_OK) return st;
+    /* kernels on the compute stream (the legacy default stream, where the C trainer computes)
+     * may still use memory the allocator has already handed back and reused there: they finish
+     * before the range goes, as a cudaFree would make them */
+    cudaError_t ce = cudaStreamSynchronize(NULL);
+    if (ce != cudaSuccess) return cu_fail(ce, "cudaStreamSynchronize (before cuMemUnmap)");
     pthread_mutex_lock(&d->mu);
     if ((st = cu_flight_prune(d)) != SS_OK) { pthread_mutex_unlock(&d->mu); return st; }
     for (size_t j = 0; j < d->nflight; j++)

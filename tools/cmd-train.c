@@ -10,6 +10,7 @@
  * (docs/performance-model.md) unless --d2h-gbps / --h2d-gbps give it.
  */
 #include "calib.h"
+#include "ops.h"
 #include "cli.h"
 #include "data.h"
 #include "kernels.h"
@@ -62,8 +63,8 @@ static void usage(FILE *f) {
             "  --data FILE       training text (default: fortunes + Jargon File from Debian, else the\n"
             "                    project's sources)\n"
             "memory:\n"
-            "  --device NAME     cpu-sim (default); fault:cpu-sim wraps it in the fault device\n"
-            "                    (SMARTSWAP_FAULT, docs/testing.md); cuda arrives with the CUDA kernels\n"
+            "  --device NAME     cpu-sim (default), or cuda / cuda:N (the CUDA kernels, built with SS_CUDA=1);\n"
+            "                    fault:cpu-sim wraps cpu-sim in the fault device (SMARTSWAP_FAULT, docs/testing.md)\n"
             "  --dtype T         fp32 (default; the only type the CPU kernels compute in); bf16 is\n"
             "                    refused with an error until the CUDA trainer exists\n"
             "  --budget SIZE     device bytes for everything the trainer uses: weights, gradients, AdamW\n"
@@ -308,26 +309,43 @@ int cmd_train(int argc, char **argv) {
         cli_error(CMD, "check --hidden, --heads, --kv-heads", "%s", err);
         return 2;
     }
-    if (!strncmp(fl.device, "cuda", 4)) {   /* one line naming CUDA, exit 1 (issue 17) */
-        char have[256], absent[512], why[300] = "the trainer does not run on CUDA yet (the kernels are in "
-                                                "gpt/kernels-cuda.cu; use --device cpu-sim)";
+    /* --device cuda: the kernels of gpt/ops-cuda.c on the cuda device; without the CUDA build or
+     * without a GPU, one line naming CUDA, exit 1 (issue 17) */
+    const gpt_ops *ops = NULL;
+    int on_cuda = !strncmp(fl.device, "cuda", 4);
+    if (on_cuda) {
+        char why[560] = "";
+#ifdef SS_GPT_CUDA
+        char have[256], absent[512];
         const char *nogpu;
-        if (!strstr(ss_build_features(), "cuda"))
-            snprintf(why, sizeof why, "this smartswap was built without the CUDA toolkit (use --device cpu-sim)");
-        else if (ss_device_list(have, sizeof have, absent, sizeof absent) == SS_OK &&
-                 (nogpu = strstr(absent, "cuda (")) != NULL)
+        if (ss_device_list(have, sizeof have, absent, sizeof absent) == SS_OK &&
+            (nogpu = strstr(absent, "cuda (")) != NULL)
             snprintf(why, sizeof why, "%.*s", (int)strcspn(nogpu + 6, ")"), nogpu + 6);
-        cli_error(CMD, NULL, "--device %s: CUDA: %s", fl.device, why);
-        return 1;
+        else if (!(ops = gpt_ops_cuda(err, sizeof err)))
+            snprintf(why, sizeof why, "%s", err);
+#else
+        snprintf(why, sizeof why, "%s", !strstr(ss_build_features(), "cuda")
+                 ? "this smartswap was built without the CUDA toolkit (use --device cpu-sim)"
+                 : "this smartswap was built without nvcc, so without the trainer's CUDA kernels (use --device cpu-sim)");
+#endif
+        if (!ops) {
+            cli_error(CMD, NULL, "--device %s: CUDA: %s", fl.device, why);
+            return 1;
+        }
+        if (c->moe_experts) {
+            cli_error(CMD, "use --device cpu-sim for MoE, or drop --experts", "--device %s: the MoE layers run on the "
+                      "CPU kernels only (their routing is host data)", fl.device);
+            return 2;
+        }
     }
     if (strcmp(fl.dtype, "fp32")) {   /* bf16: the CUDA path's option (issue 17 item 5) */
         cli_error(CMD, "use --dtype fp32 (the default)", "--dtype %s: the trainer's CPU kernels compute in "
-                  "fp32 only; bf16 activations are planned for the CUDA trainer, which does not exist yet",
+                  "fp32 only; bf16 activations are planned for the CUDA trainer, which computes in fp32 for now",
                   fl.dtype);
         return 2;
     }
-    if (strcmp(fl.device, "cpu-sim") && strcmp(fl.device, "fault:cpu-sim")) {
-        cli_error(CMD, "the trainer runs on --device cpu-sim (or fault:cpu-sim, the fault sweep's)",
+    if (strcmp(fl.device, "cpu-sim") && strcmp(fl.device, "fault:cpu-sim") && !on_cuda) {
+        cli_error(CMD, "the trainer runs on --device cpu-sim, cuda (or fault:cpu-sim, the fault sweep's)",
                   "--device: unknown device '%s'", fl.device);
         return 2;
     }
@@ -409,7 +427,7 @@ int cmd_train(int argc, char **argv) {
     gpt_calib cal;
     memset(&cal, 0, sizeof cal);
     double calib_s = 0;
-    if (swapping && (fl.d2h_gbps <= 0 || fl.h2d_gbps <= 0)) {
+    if (swapping && !on_cuda && (fl.d2h_gbps <= 0 || fl.h2d_gbps <= 0)) {   /* cuda: the real link */
         double t0 = gpt_now_s();
         if (gpt_calib_measure(c, &data, &sch, (uint64_t)fl.seed, (int)fl.calib_steps, opts.sim_ratio_scale, &cal, err,
                               sizeof err)) {
@@ -420,8 +438,8 @@ int cmd_train(int argc, char **argv) {
         calib_s = gpt_now_s() - t0;
     }
     if (swapping) {
-        opts.sim_d2h_gbps = fl.d2h_gbps > 0 ? fl.d2h_gbps : cal.gbps;
-        opts.sim_h2d_gbps = fl.h2d_gbps > 0 ? fl.h2d_gbps : cal.gbps;
+        if (fl.d2h_gbps > 0 || cal.steps) opts.sim_d2h_gbps = fl.d2h_gbps > 0 ? fl.d2h_gbps : cal.gbps;
+        if (fl.h2d_gbps > 0 || cal.steps) opts.sim_h2d_gbps = fl.h2d_gbps > 0 ? fl.h2d_gbps : cal.gbps;
         /* the policy plans for the budget less a headroom (as the replay driver does): the
          * recorded profile folds each operator's temporaries into one block, and the real
          * allocator fragments more than the simulated one */
@@ -439,6 +457,7 @@ int cmd_train(int argc, char **argv) {
         gpt_data_free(&data);
         return 1;
     }
+    mem.ops = ops;   /* NULL: host memory and the CPU kernels (cpu-sim) */
     /* none, recompute: saved tensors stay resident (gpt_keep); every call is also reported to a
      * smartswap framework context, which profiles the operator sequence and runs its stage
      * machine. smartswap, offload-all: every saved block is handed to a context with the
@@ -535,7 +554,9 @@ int cmd_train(int argc, char **argv) {
                gpt_fmt_bytes(opts.min_swap_bytes, a, sizeof a),
                opts.host_mem_bytes ? gpt_fmt_bytes(opts.host_mem_bytes, b, sizeof b) : "no cap",
                opts.release_mode ? "stock" : "predicted", 100.0 * fl.headroom);
-        if (cal.steps)
+        if (on_cuda)
+            printf("  link     %s: the real host link (copies on the device's copy streams)\n", fl.device);
+        else if (cal.steps)
             printf("  link     cpu-sim d2h %.4g GB/s  h2d %.4g GB/s  (calibrated: a step saves %s and computes "
                    "%.1f ms here, mean of %d steps; copy:compute %.3f x ratio-scale %g as for %s; pass took %.1f s)\n",
                    opts.sim_d2h_gbps, opts.sim_h2d_gbps, gpt_fmt_bytes((uint64_t)cal.saved_bytes, d, sizeof d),
@@ -559,7 +580,8 @@ int cmd_train(int argc, char **argv) {
                (unsigned long long)mbm.min_budget_bytes, gpt_fmt_bytes(mbm.work_bytes, d, sizeof d), mbm.op);
     if (fl.plan_in) printf("  plans    %u loaded from %s\n", plans_loaded, fl.plan_in);
     printf("  data     %s, %zu bytes\n", data.source, data.n);
-    printf("  kernels  %s, %d thread%s\n", gpt_kernels_describe(), threads, threads == 1 ? "" : "s");
+    if (on_cuda) printf("  kernels  %s (on the device's compute stream)\n", ops->describe());
+    else printf("  kernels  %s, %d thread%s\n", gpt_kernels_describe(), threads, threads == 1 ? "" : "s");
     fflush(stdout);
     if (fl.log && !(log = fopen(fl.log, "w"))) {
         cli_error(CMD, "check the directory exists and is writable", "--log: cannot write '%s'", fl.log);

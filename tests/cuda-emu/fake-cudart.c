@@ -17,6 +17,8 @@
  *     then, so a missing cuMemSetAccess faults), cuMemUnmap maps PROT_NONE over it again;
  *     granularity FAKE_CUDA_GRANULE (default 65536); FAKE_CUDA_NO_VMM=1 makes cuMemCreate fail
  *     (the device must then keep plain segments); FAKE_CUDA_DEVICES=0 is a machine without GPU;
+ *   - cudaMemsetAsync, and cudaLaunchHostFunc (a host function run on the stream's thread, in
+ *     order: the trainer's kernels in tests/cuda-emu/kernels-shim.c);
  *   - the device's spin kernel (compute_async): cuModuleLoadData accepts PTX text with an entry
  *     ss_spin reading %globaltimer; cuLaunchKernel of it (one thread) occupies the stream for the
  *     nanoseconds of its parameter.
@@ -153,8 +155,13 @@ cudaError_t cudaMalloc(void **out, size_t n) {
     return cudaSuccess;
 }
 
+static cudaError_t drain_default(void);
+
+/* as on a GPU, cudaFree synchronises: the default stream's work (kernels, copies) is done
+ * before the memory goes (copies on the device's own streams are its to order) */
 cudaError_t cudaFree(void *p) {
     if (!p) return cudaSuccess;
+    drain_default();
     pthread_mutex_lock(&g_mu);
     blk **pp = &g_blocks;
     while (*pp && (*pp)->p != p) pp = &(*pp)->next;
@@ -247,7 +254,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 
 /* ---- streams: a worker thread and a queue each -------------------------------------------- */
 
-enum { OP_COPY, OP_RECORD, OP_WAIT, OP_SPIN };
+enum { OP_COPY, OP_RECORD, OP_WAIT, OP_SPIN, OP_SET, OP_HOST };
 typedef struct fop {
     int kind;
     void *dst;
@@ -255,6 +262,7 @@ typedef struct fop {
     size_t n;
     fev *ev;
     uint64_t gen;
+    cudaHostFn_t fn;        /* OP_HOST: fn(dst) on the stream's thread */
     double t_enq;           /* when it was enqueued */
     struct fop *next;
 } fop;
@@ -284,6 +292,10 @@ static void *worker(void *arg) {
             double secs = (double)op->n / (g_gbps * 1e9);
             struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
             nanosleep(&ts, NULL);
+        } else if (op->kind == OP_SET) {   /* cudaMemsetAsync: the byte is in n's place */
+            memset(op->dst, (int)op->gen, op->n);
+        } else if (op->kind == OP_HOST) {
+            op->fn(op->dst);
         } else if (op->kind == OP_SPIN) {   /* the spin kernel: busy for n nanoseconds */
             struct timespec ts = {(time_t)(op->n / 1000000000u), (long)(op->n % 1000000000u)};
             nanosleep(&ts, NULL);
@@ -370,6 +382,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st) {
     return cudaSuccess;
 }
 
+static cudaError_t drain_default(void) { return cudaStreamSynchronize(NULL); }
+
 cudaError_t cudaStreamDestroy(cudaStream_t st) {
     fstream *s = S(st);
     if (s == g_default) return fail(cudaErrorInvalidResourceHandle);
@@ -389,6 +403,18 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     (void)kind;
     if (!dst || !src) return fail(cudaErrorInvalidValue);
     return enqueue(S(st), (fop){.kind = OP_COPY, .dst = dst, .src = src, .n = n});
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t st) {
+    if (!dst) return fail(cudaErrorInvalidValue);
+    return enqueue(S(st), (fop){.kind = OP_SET, .dst = dst, .n = n, .gen = (uint64_t)(unsigned char)value});
+}
+
+/* fn(data) runs on the stream's thread in stream order (tests/cuda-emu/kernels-shim.c runs the
+ * trainer's kernels this way, so they are ordered by streams and events as a GPU's are) */
+cudaError_t cudaLaunchHostFunc(cudaStream_t st, cudaHostFn_t fn, void *data) {
+    if (!fn) return fail(cudaErrorInvalidValue);
+    return enqueue(S(st), (fop){.kind = OP_HOST, .fn = fn, .dst = data});
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
@@ -440,9 +466,14 @@ static CUresult f_granularity(size_t *g, const CUmemAllocationProp *p, CUmemAllo
 static CUresult f_reserve(CUdeviceptr *ptr, size_t n, size_t align, CUdeviceptr addr, unsigned long long fl) {
     (void)addr; (void)fl;
     if (!n || n % granule() || (align && align % granule())) return CUDA_ERROR_INVALID_VALUE;
-    void *m = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    /* aligned to the granule (or align), as the driver's reservations are: reserve more, trim */
+    size_t al = align > granule() ? align : granule();
+    char *m = mmap(NULL, n + al, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-    *ptr = (CUdeviceptr)(uintptr_t)m;
+    uintptr_t a = ((uintptr_t)m + al - 1) & ~(uintptr_t)(al - 1);
+    if (a > (uintptr_t)m) munmap(m, a - (uintptr_t)m);
+    if ((uintptr_t)m + n + al > a + n) munmap((void *)(a + n), (uintptr_t)m + n + al - (a + n));
+    *ptr = (CUdeviceptr)a;
     return CUDA_SUCCESS;
 }
 static CUresult f_address_free(CUdeviceptr p, size_t n) {
