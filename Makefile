@@ -2,7 +2,9 @@
 #
 #   make              library (static + shared), the smartswap command, the tests
 #   make test         build and run every test (TESTS="device alloc" runs a subset)
-#   make bench        build and run the benchmarks (ratios measured side by side)
+#   make bench        run the benchmarks once, write bench/results/REPORT.md + PNG plots (docs/report.md)
+#   make bench-quick  the same, short form (bench/results/REPORT-quick.md)
+#   make bench-each   run every bench/bench-* binary alone, bench/results/<name>.txt
 #   make demo         build, then run the main job on the embedded cpu-sim device
 #   make deps         check (and, as root on Debian/Ubuntu, install) the Debian packages needed
 #
@@ -128,7 +130,7 @@ GPTLIB := $(BUILD)/libgpt.a
 SHARED := $(BUILD)/libsmartswap.so
 CLI    := $(BUILD)/smartswap
 
-.PHONY: all lib test bench demo deps info clean
+.PHONY: all lib test bench bench-quick bench-each demo deps info clean
 # object files of tests and benchmarks are kept so that a second `make` rebuilds nothing
 .SECONDARY:
 all: info $(STATIC) $(SHARED) $(CLI) $(TEST_BIN) $(BENCH_BIN)
@@ -217,7 +219,15 @@ RUN_TESTS := $(if $(TESTS),$(foreach t,$(TESTS),$(BUILD)/tests/test-$(t)),$(TEST
 test: all
 	@SS_BUILD=$(BUILD) SS_CLI=$(CLI) sh scripts/run-tests.sh $(RUN_TESTS)
 
+# REPORT_PYTHON: the python with torch for bench/torch_compare.py (its section is skipped without it)
+REPORT_PYTHON ?= $(firstword $(wildcard .venv/bin/python) /work/main/.venv/bin/python)
 bench: all
+	OMP_WAIT_POLICY=passive nice python3 scripts/report.py --build $(BUILD) --python $(REPORT_PYTHON)
+
+bench-quick: all
+	OMP_WAIT_POLICY=passive nice python3 scripts/report.py --quick --build $(BUILD) --python $(REPORT_PYTHON)
+
+bench-each: all
 	@SS_BUILD=$(BUILD) sh scripts/run-bench.sh $(BENCH_BIN)
 
 demo: all
