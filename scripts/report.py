@@ -12,6 +12,7 @@ reason. Standard library only.
 """
 import argparse
 import datetime
+import glob
 import json
 import os
 import re
@@ -143,6 +144,7 @@ def main():
     form = "quick" if a.quick else "full"
     raw = a.parse_only or os.path.join(a.out, "raw-" + form)
     os.makedirs(raw, exist_ok=True)
+    os.makedirs(a.out, exist_ok=True)
     if a.parse_only and os.path.exists(os.path.join(raw, "form")):
         form = open(os.path.join(raw, "form")).read().strip()
     elif not a.parse_only:
@@ -156,6 +158,7 @@ def main():
         date = open(os.path.join(raw, "date")).read().strip()
     elif not a.parse_only:
         open(os.path.join(raw, "date"), "w").write(date + "\n")
+    commit = saved(raw, "commit", R.parse_only, git_commit) or "unknown (not recorded)"
     env1 = {"OMP_NUM_THREADS": "1"}
     cli = os.path.join(B, "smartswap")
 
@@ -224,18 +227,18 @@ def main():
         tc_reason = None if tc else "torch_compare did not finish (rc %s): %s" % (rc, e.strip()[-300:])
     else:
         tc_reason = "%s does not exist (no venv with torch on this machine)" % a.python
-    elapsed = time.time() - t_start
+    elapsed = saved(raw, "elapsed", R.parse_only, lambda: "%.0f s" % (time.time() - t_start)) or "an unrecorded time"
 
     # ---- the report -----------------------------------------------------------------------
     out = []
     W = out.append
     png = lambda n: "%s-%s.png" % (n, form)
     W("# smartswap: the seed's figures next to smartswap's, measured\n")
-    W("Written by `%s` (`scripts/report.py%s`) on %s, %s form, cpu-sim on %s with %d cores "
-      "(load average at the start %s); the run took %.0f s. Every figure below is parsed from the "
+    W("Written by `%s` (`scripts/report.py%s`) on %s at commit %s, %s form, cpu-sim on %s with %d cores "
+      "(load average at the start %s); the run took %s. Every figure below is parsed from the "
       "outputs of this run, kept in `%s/`. Timings on this shared machine are noisy: only ratios "
       "measured side by side in one run mean anything.\n" % (
-          "make bench-quick" if quick else "make bench", " --quick" if quick else "", date, form,
+          "make bench-quick" if quick else "make bench", " --quick" if quick else "", date, commit, form,
           os.uname().machine, os.cpu_count() or 0, loadavg(raw, R.parse_only), elapsed, raw))
     summary = []
 
@@ -358,6 +361,25 @@ def main():
                 "not reproduced in every row (measured above)"))
             summary.append("throughput: smartswap %.2fx-%.2fx recompute's tokens/s over %d rows (seed 1.16-1.19x)" % (
                 min(best), max(best), len(best)))
+        # why a row falls short of the seed, from the bounds the same row measured
+        for r in rows:
+            t = r["tokens_per_s"]
+            if not (t.get("smartswap") and t.get("recompute")) or t["smartswap"] / t["recompute"] >= 1.16:
+                continue
+            why = []
+            ceil, hb = r.get("ceiling_tokens_per_s"), r.get("hybrid_bound_tokens_per_s")
+            if ceil:
+                why.append("the pure-swap ceiling there is %.2fx recompute (%s)" % (
+                    ceil / t["recompute"], "no swapper can reach 1.16x on this link at this budget"
+                    if ceil / t["recompute"] < 1.16 else "a swapper could reach 1.16x"))
+            if hb:
+                why.append("the hybrid's bound is %.2fx recompute and smartswap reached %.2f of it" % (
+                    hb / t["recompute"], t["smartswap"] / hb))
+            if r.get("copy_compute_ratio") is not None:
+                why.append("the row ran at copy:compute %.2f" % r["copy_compute_ratio"])
+            W("- %s %gx, ss/rec %.3fx below 1.16x: %s." % (r["link"], r["over"], t["smartswap"] / t["recompute"],
+                                                         "; ".join(why) or "bench-train printed no bound for it"))
+        W("")
         for ln in bt_err.splitlines():
             if ln.strip().startswith("target at") or ln.strip().startswith("bound at"):
                 W("    " + ln.strip())
@@ -372,7 +394,8 @@ def main():
         SEED["reuse"], "stock/custom %.2fx" % ratio if ratio is not None else "see the output above",
         "Not reproduced: the ratio is below 100x." if ratio is not None and ratio < 100 else ""))
     W("The columns are explained in docs/executor.md \"Release modes\" (bench-recordstream's own doc).\n")
-    summary.append("memory reuse: %s" % ("stock/custom mean reuse interval %.2fx (seed 100-1000x)" % ratio if ratio is not None
+    summary.append("memory reuse: %s" % ("stock/custom ratio of median reuse intervals (available minus drop) %.0fx "
+                                         "(seed 100-1000x)" % ratio if ratio is not None
                                          else "see REPORT section 4"))
 
     # 5 stability
@@ -386,6 +409,8 @@ def main():
     ident_rc = losses["recompute"] == losses["none"] and n["none"] > 0
     W("| run | rc | steps + evaluations logged | median ms per step | losses identical to none's (hex) | peak device bytes (first/last 10 %) | RSS MiB after warm-up / at the end |")
     W("|---|---|---|---|---|---|---|")
+    flat = {}
+    med_none = None
     for m in ("none", "recompute", "smartswap"):
         logf, o, e, rc = stab[m]
         recs = read_log(logf)
@@ -396,6 +421,13 @@ def main():
         p2 = max(pk[-max(1, len(pk) // 10):]) if pk else None
         rss = read_rss(os.path.join(raw, "stab-%s.rss" % m))
         tail = [k for t, k in rss[len(rss) // 10:]] if rss else []
+        if m == "none":
+            med_none = med
+        # flat: the process grows by at most 5 % after warm-up and the device peak of the last
+        # tenth of the steps is no higher than the first tenth's (lengths are drawn, so both
+        # tenths see the longest ones)
+        flat[m] = (bool(tail) and p1 is not None and tail[-1] <= tail[0] * 1.05 and p2 <= p1,
+                   (tail[-1] - tail[0]) / 1024 if tail else None)
         W("| %s | %s | %d | %s | %s | %s / %s | %s / %s |" % (
             m, rc, n[m], fmt(med, "%.2f"), "-" if m == "none" else ("yes" if losses[m] == losses["none"] and n[m] else "NO"),
             p1, p2, fmt(tail[0] / 1024 if tail else None, "%.2f"), fmt(tail[-1] / 1024 if tail else None, "%.2f")))
@@ -426,8 +458,13 @@ def main():
       "full recomputation; this run: %d steps%s).\n" % (n["smartswap"], "yes" if ident_rec else "NO",
                                                        "yes" if ident_rc else "NO", steps,
                                                        ", the quick form's count" if quick else ""))
-    summary.append("stability: %d steps, smartswap's losses bit-identical to none's and recompute's: %s" % (
-        steps, "yes" if ident_rec and ident_rc else "NO"))
+    W("- step time: none's median %s ms a step (the issue asks for a model of at most 20 ms): %s." % (
+        fmt(med_none, "%.2f"), "met" if med_none is not None and med_none <= 20 else "not met"))
+    W("- memory flat (RSS at the end at most 5 %% above RSS after warm-up, device peak of the last tenth of the "
+      "steps no higher than the first tenth's): %s.\n" % ", ".join(
+          "%s %s (RSS %+.2f MiB)" % (m, "yes" if flat[m][0] else "NO", flat[m][1] or 0) for m in flat))
+    summary.append("stability: %d steps, smartswap's losses bit-identical to none's and recompute's: %s; memory flat: %s" % (
+        steps, "yes" if ident_rec and ident_rc else "NO", "yes" if all(f[0] for f in flat.values()) else "NO"))
 
     # 6 simulator accuracy
     W("\n## 6. Simulator accuracy\n")
@@ -481,10 +518,16 @@ def main():
                 r["evictions"], r["stable_evictions"], r["swap_outs"], r["stalls"], r["stall_ms"], r["tokens_per_s"],
                 "-" if r["name"] == "none" else ("yes" if r["losses_equal_none"] else "NO")))
         ac = bv["acceptance"]
+        rec = [r for r in bv["runs"] if r["name"] == "recompute"]
+        rec_ok = bool(rec and rec[0]["ok"])
+        rec_oom = bool(rec and rec[0]["oom"])
         crit = [("detailed Stable iterations at most 5 %% (measured %.2f %%)" % (100 * ac["detailed_share"]), ac["detailed_met"]),
                 ("Stable evictions at most 1 %% of swap-outs (measured %.2f %%)" % (100 * ac["stable_eviction_share"]), ac["evictions_met"]),
                 ("every swapping run's losses bit-identical to none's", ac["losses_met"]),
-                ("smartswap's tokens/s at least 1.1x recompute's and ahead of both variants (vs recompute %.2fx)" % ac["vs_recompute"],
+                ("smartswap's tokens/s at least 1.1x recompute's and ahead of both variants (%s)" % (
+                    "vs recompute %.2fx" % ac["vs_recompute"] if rec_ok else
+                    "recompute does not train at this budget (its run failed: %s), so the comparison is with the "
+                    "variants alone" % ("out of memory" if rec_oom else "refused or errored; see its output")),
                  ac["speed_met"])]
         W("")
         for c, ok in crit:
@@ -514,6 +557,20 @@ def main():
       "degree) and what that costs in step time (section 3). The throughput gain against higher parallelism would be "
       "that cost against the communication the lower degree saves, which is not measured here.\n")
 
+    # 10 GPU
+    W("\n## 10. On a GPU (bench/gpu-check.sh)\n")
+    logs = sorted(glob.glob(os.path.join(a.out, "gpu-check-*.log")) + glob.glob(os.path.join(a.out, "gpu-check-*.txt")))
+    if logs:
+        text = open(logs[-1], errors="replace").read()
+        i = text.rfind("======== summary")
+        W("From `%s` (%s), its summary as printed:\n" % (logs[-1], os.path.basename(logs[-1])))
+        W("```\n%s\n```\n" % (text[i:].strip() if i >= 0 else "(the log has no summary table: the run did not finish)"))
+        summary.append("GPU: %s" % os.path.basename(logs[-1]))
+    else:
+        W("Not measured: no bench/gpu-check.sh log is recorded under `%s/` (gpu-check-DATE.log). No GPU has run "
+          "smartswap yet; every figure above is from the cpu-sim device.\n" % a.out)
+        summary.append("GPU: no gpu-check run recorded (nothing has run on a GPU)")
+
     md = ["# smartswap benchmark report (%s, %s form)\n" % (date, form)]
     md.append("## Summary\n")
     md.extend("- " + s for s in summary)
@@ -523,6 +580,31 @@ def main():
     open(rp, "w").write(text)
     log("wrote %s (%.0f s)" % (rp, time.time() - t_start))
     return 0
+
+
+def saved(raw, name, parse_only, compute):
+    """A fact about the run kept in RAWDIR/name: computed and written when running, read back with
+    --parse-only (None when the saved outputs lack it)."""
+    p = os.path.join(raw, name)
+    if parse_only:
+        return open(p).read().strip() if os.path.exists(p) else None
+    v = compute()
+    open(p, "w").write(v + "\n")
+    return v
+
+
+def git_commit():
+    """The commit the benchmarks were built from, "+ local changes" when a tracked file outside
+    bench/results (where the report itself is written) differs from it."""
+    try:
+        h = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                           timeout=10).stdout.strip()
+        d = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                            ":!bench/results"], capture_output=True,
+                           text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+    return (h or "unknown") + (" + local changes" if d else "")
 
 
 def loadavg(raw, parse_only):

@@ -1,0 +1,76 @@
+"""scripts/report.py --parse-only on saved benchmark outputs (tests/data/report-raw: a quick run's
+outputs, the stability logs cut to their first 40 records): every section is written with the
+figures those outputs hold, a broken or missing output becomes "not measured" rather than a crash,
+and the bit-identity verdict of the stability section follows the logs."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+RAW = os.path.join(ROOT, "tests", "data", "report-raw")
+SECTIONS = ["## 1. Profiler overhead", "## 2. Scaling under a fixed budget", "## 3. Throughput",
+            "## 4. Memory reuse", "## 5. Stability", "## 6. Simulator accuracy", "## 7. Varying sequences",
+            "## 8. PyTorch", "## 9. The seed's", "## 10. On a GPU"]
+
+
+def report(tmp_path, raw):
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "report.py"), "--parse-only", str(raw),
+                        "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return (out / "REPORT-quick.md").read_text(), out
+
+
+def copy_raw(tmp_path):
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW, raw)
+    return raw
+
+
+def test_every_section_with_the_saved_figures(tmp_path):
+    text, out = report(tmp_path, RAW)
+    pos = [text.find(s) for s in SECTIONS]
+    assert all(p >= 0 for p in pos), [s for s, p in zip(SECTIONS, pos) if p < 0]
+    assert pos == sorted(pos)
+    # figures parsed from the saved outputs, not constants of the script
+    rs = open(os.path.join(RAW, "bench-recordstream.out")).read()
+    assert "207x" in rs and "stock/custom 207.00x" in text
+    rows = json.load(open(os.path.join(RAW, "bench-train.out")))["rows"]
+    for r in rows:
+        t = r["tokens_per_s"]
+        assert "| %s | %gx | %.0f |" % (r["link"], r["over"], t["none"]) in text
+        assert "%.3fx" % (t["smartswap"] / t["recompute"]) in text
+    assert "2026-12-02 06:15 UTC" in text          # the run's own date, from raw/date
+    assert "smartswap's 40 logged losses equal none's bit for bit: yes" in text
+    if shutil.which("gnuplot"):
+        for png in ("throughput-quick.png", "stability-quick.png", "rss-quick.png"):
+            assert (out / png).stat().st_size > 1000, png
+
+
+def test_a_changed_loss_is_reported(tmp_path):
+    raw = copy_raw(tmp_path)
+    p = raw / "stab-smartswap.jsonl"
+    recs = [json.loads(line) for line in p.read_text().splitlines()]
+    i = next(k for k, r in enumerate(recs) if "loss_hex" in r and k > 10)
+    v = float.fromhex(recs[i]["loss_hex"])
+    recs[i]["loss_hex"] = float.hex(v + abs(v) * 2 ** -20)
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    text, _ = report(tmp_path, raw)
+    assert "smartswap's 40 logged losses equal none's bit for bit: NO" in text
+    assert "losses bit-identical to none's and recompute's: NO" in text
+
+
+def test_broken_outputs_are_not_measured(tmp_path):
+    raw = copy_raw(tmp_path)
+    (raw / "bench-train.out").write_text("{\"rows\": [")            # cut short
+    (raw / "bench-varying.out").unlink()
+    (raw / "bench-recordstream.out").write_text("")
+    (raw / "torch_compare.json").unlink()
+    text, _ = report(tmp_path, raw)
+    assert all(s in text for s in SECTIONS)
+    assert "bench-train's JSON did not parse" in text
+    assert "bench-varying's JSON did not parse" in text
+    assert "stock/custom 207.00x" not in text
+    assert "## 8. PyTorch\n\nSkipped:" in text

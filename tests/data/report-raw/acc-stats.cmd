@@ -1,0 +1,1 @@
+build/smartswap trace stats bench/results/raw-quick/acc.sstrace
