@@ -10,36 +10,80 @@
 #            (virtual memory, SMARTSWAP_TEST_EXPECT_VM=1)
 #   alloc    test-alloc-device on cuda (allocator and host pool)
 #   kernels  test-gpt-cuda (the trainer's kernels against the CPU, each GPU run twice)
-#   trainer  smartswap train on cuda: none, recompute, smartswap under a quarter of none's
-#            peak; losses (hex) and final weights bit-identical to none; tokens/s of each
+#   trainer  smartswap train on cuda: none twice (the plain runs must agree bit for bit), then
+#            recompute and smartswap under a quarter of none's peak; losses (hex) and final
+#            weights bit-identical to none, peaks within the budget; tokens/s of the three
 #   replay   a Llama-3.2-1B-shaped profile (batch 4 x 4096; --quick 4 x 1024) replayed on cuda
 #            under a 24 GiB budget with the pinned host pool capped at 16 GiB: the real peak,
 #            step time and stall against `smartswap simulate`'s prediction (relative errors)
 #   torch    bench/gpu-torch.sh (the PyTorch adapter on cuda)
 # Writes $OUT (when set, else bench/results/)/gpu-check-<date>.log with each stage's output and
 # the summary table at the end. Exit status: 0 all passed (or no GPU: everything skipped),
-# 1 a stage failed or timed out, 2 a stage is not implemented yet (TODO).
+# 1 a stage failed or timed out, 2 a stage reported TODO (not implemented; none does now).
+#   bash bench/gpu-check.sh --plan [--quick]   prints the stages, limits and commands; runs nothing
 # Knobs for trying the stages' logic without a GPU: GPU_CHECK_DEVICE (default cuda; cpu-sim runs
 # trainer and replay on the simulated device), GPU_CHECK_FORCE=1 (run the GPU stages even when
-# nvidia-smi finds no GPU), GPU_CHECK_TRAIN_ARGS, GPU_CHECK_REPLAY_ARGS (override the shapes).
+# nvidia-smi finds no GPU), GPU_CHECK_TRAIN_ARGS, GPU_CHECK_REPLAY_ARGS (override the shapes),
+# GPU_CHECK_BUILD=dir (use that existing SS_CUDA=1 build instead of building build-gpu/),
+# GPU_CHECK_CLI=path (the CLI the trainer and replay stages run; default <build>/smartswap),
+# GPU_CHECK_STAGES="trainer replay" (run only those of the stages after build),
+# GPU_CHECK_LIMIT_SCALE=N (every stage limit times N, for slow stand-ins; a GPU run uses 1).
+# scripts/cuda-emu-check.sh part "gpu-check" runs it on the stand-in CUDA runtime this way.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
-quick=0
+quick=0 plan=0
 for a in "$@"; do
     case $a in
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
-    *) echo "gpu-check: unknown argument '$a' (--quick or nothing)" >&2; exit 2 ;;
+    --plan) plan=1 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    *) echo "gpu-check: unknown argument '$a' (--quick, --plan or nothing)" >&2; exit 2 ;;
     esac
 done
+all_stages="device alloc kernels trainer replay torch"
+want=${GPU_CHECK_STAGES:-$all_stages}
+for s in $want; do
+    case " $all_stages " in *" $s "*) ;; *) echo "gpu-check: GPU_CHECK_STAGES: unknown stage '$s' (the stages: $all_stages)" >&2; exit 2 ;; esac
+done
+B=${GPU_CHECK_BUILD:-build-gpu}
+CLI=${GPU_CHECK_CLI:-./$B/smartswap}
+DEV=${GPU_CHECK_DEVICE:-cuda}
+# the trainer's shapes: activations well above state + one operator's working set, so a quarter
+# of none's peak trains (quick: peak 193 MiB, smallest budget 23.7 MiB, measured on cpu-sim)
+if [ $quick = 1 ]; then train_args="--layers 12 --hidden 64 --heads 4 --kv-heads 2 --ffn 172 --batch 16 --seq 256 --steps 5"
+else train_args="--layers 16 --hidden 128 --heads 4 --kv-heads 2 --ffn 344 --batch 16 --seq 512 --steps 8"; fi
+train_args=${GPU_CHECK_TRAIN_ARGS:-$train_args}
+if [ $quick = 1 ]; then replay_shape="--model llama-3.2-1b --batch 4 --seq 1024"; else replay_shape="--model llama-3.2-1b --batch 4 --seq 4096"; fi
+replay_shape=${GPU_CHECK_REPLAY_ARGS:-$replay_shape}
+replay_budget=${GPU_CHECK_REPLAY_BUDGET:-24GiB} replay_host=${GPU_CHECK_REPLAY_HOST:-16GiB}
+# the limits add up to 295 s (--quick: 116 s); a stage over its limit is reported TIMEOUT
+if [ $quick = 1 ]; then set -- 45 12 8 10 30 10 1; else set -- 60 25 15 15 60 40 80; fi
+sc=${GPU_CHECK_LIMIT_SCALE:-1}
+case $sc in ''|*[!0-9]*|0) echo "gpu-check: GPU_CHECK_LIMIT_SCALE must be a positive integer, not '$sc'" >&2; exit 2 ;; esac
+lim_build=$(($1 * sc)) lim_device=$(($2 * sc)) lim_alloc=$(($3 * sc)) lim_kernels=$(($4 * sc))
+lim_trainer=$(($5 * sc)) lim_replay=$(($6 * sc)) lim_torch=$(($7 * sc))
+if [ $plan = 1 ]; then
+    echo "gpu-check plan$([ $quick = 1 ] && echo ' (--quick)'): log in ${OUT:-bench/results}/gpu-check-<date>.log; limits add up to $((lim_build + lim_device + lim_alloc + lim_kernels + lim_trainer + lim_replay + lim_torch)) s"
+    if [ -n "${GPU_CHECK_BUILD:-}" ]; then echo "build    ${lim_build} s  $CLI info (existing build $B/)"
+    else echo "build    ${lim_build} s  make -j$(nproc) BUILD=$B SS_CUDA=1 all; $CLI info"; fi
+    for s in $want; do
+        case $s in
+        device)  echo "device   ${lim_device} s  $B/tests/test-device (cuda part), $B/tests/test-device-cuda, SMARTSWAP_TEST_EXPECT_VM=1 $B/tests/test-device-cuda-vm" ;;
+        alloc)   echo "alloc    ${lim_alloc} s  SMARTSWAP_TEST_DEVICE=cuda $B/tests/test-alloc-device" ;;
+        kernels) echo "kernels  ${lim_kernels} s  $B/tests/test-gpt-cuda" ;;
+        trainer) echo "trainer  ${lim_trainer} s  $CLI train --device $DEV $train_args --mode none (twice), recompute, smartswap (--budget <none's peak / 4>); losses and weights = none's" ;;
+        replay)  echo "replay   ${lim_replay} s  $CLI trace gen $replay_shape; simulate and replay --device $DEV --budget $replay_budget, SMARTSWAP_HOST_MEM=$replay_host" ;;
+        torch)   echo "torch    ${lim_torch} s  $([ $quick = 1 ] && echo 'skipped in --quick' || echo 'bash bench/gpu-torch.sh')" ;;
+        esac
+    done
+    exit 0
+fi
 dest=${OUT:-bench/results}
 mkdir -p "$dest"
 day=$(date +%Y-%m-%d)
 log="$dest/gpu-check-$day.log"
 work=$(mktemp -d /tmp/gpu-check.XXXXXX)
 exec > >(tee "$log") 2>&1
-B=build-gpu
-DEV=${GPU_CHECK_DEVICE:-cuda}
 t_start=$(date +%s)
 echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)$([ $quick = 1 ] && echo ' (--quick)')"
 gpu=0
@@ -91,9 +135,9 @@ run_test() {
 }
 
 st_build() {
-    make -j"$(nproc)" BUILD=$B SS_CUDA=1 all || exit 1
-    ./$B/smartswap info || exit 1
-    echo "note: $(./$B/smartswap info 2>&1 | grep -m1 -i -E 'cuda|features' | cut -c1-60)"
+    if [ -z "${GPU_CHECK_BUILD:-}" ]; then make -j"$(nproc)" BUILD=$B SS_CUDA=1 all || exit 1; fi
+    $CLI info || exit 1
+    echo "note: $($CLI info 2>&1 | grep -m1 -i -E 'cuda|features' | cut -c1-60)"
 }
 
 st_device() {
@@ -124,61 +168,54 @@ st_kernels() {
 tot() { grep '^totals:' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
 
 st_trainer() {
-    local args
-    # activations well above state + one operator's working set, so a quarter of none's peak
-    # trains (quick: peak 193 MiB, smallest budget 23.7 MiB, measured on cpu-sim)
-    if [ $quick = 1 ]; then args="--layers 12 --hidden 64 --heads 4 --kv-heads 2 --ffn 172 --batch 16 --seq 256 --steps 3"
-    else args="--layers 16 --hidden 128 --heads 4 --kv-heads 2 --ffn 344 --batch 16 --seq 512 --steps 6"; fi
-    args=${GPU_CHECK_TRAIN_ARGS:-$args}
-    local t="$work/train"
+    local args=$train_args t="$work/train"
+    # a plain run twice first: the comparisons below mean something only if none is deterministic
     # shellcheck disable=SC2086
-    ./$B/smartswap train --device $DEV $args --mode none --quiet --log $t-none.jsonl \
+    $CLI train --device $DEV $args --mode none --quiet --log $t-none.jsonl \
         --save-weights $t-none.w > $t-none.txt 2>&1
     local r=$?
     cat $t-none.txt
-    if [ $r != 0 ]; then
-        if grep -q 'does not run on CUDA yet' $t-none.txt && [ "$DEV" = cuda ]; then
-            echo "note: the trainer does not run on CUDA yet (docs/cuda.md, issue 17 item 2)"
-            exit 78
-        fi
-        echo "note: mode none failed"; exit 1
-    fi
+    [ $r = 0 ] || { echo "note: mode none failed"; exit 1; }
+    grep -q "kernels  " $t-none.txt && [ "$DEV" != cpu-sim ] && grep -m1 "kernels  " $t-none.txt
     local peak state budget
     peak=$(tot $t-none.txt peak)
     state=$(python3 -c "import json;print(json.loads(open('$t-none.jsonl').readline())['state_bytes'])")
     budget=$(( peak / 4 ))
     echo "none: peak $peak bytes, state $state bytes; smartswap and recompute under $budget bytes (a quarter)"
     if [ "$budget" -le "$state" ]; then echo "note: a quarter of none's peak is below the state: bigger shapes needed"; exit 1; fi
-    local rc=0 m
-    for m in recompute smartswap; do
+    local rc=0 m steps
+    steps=$(python3 -c "import json,sys;print(sum(1 for l in open(sys.argv[1]) if 'loss_hex' in l))" $t-none.jsonl)
+    [ "${steps:-0}" -gt 0 ] || { echo "note: none logged no step"; exit 1; }
+    for m in none2 recompute smartswap; do
+        local flags="--mode $m --budget $budget"
+        [ $m = none2 ] && flags="--mode none"
         # shellcheck disable=SC2086
-        ./$B/smartswap train --device $DEV $args --mode $m --budget $budget --quiet \
+        $CLI train --device $DEV $args $flags --quiet \
             --log $t-$m.jsonl --save-weights $t-$m.w > $t-$m.txt 2>&1 || { cat $t-$m.txt; echo "mode $m failed"; rc=1; continue; }
         cat $t-$m.txt
         if cmp -s <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-none.jsonl) \
                   <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-$m.jsonl) &&
            cmp -s $t-none.w $t-$m.w; then
-            echo "$m: losses and weights bit-identical to none"
+            echo "$m: losses ($steps steps) and weights bit-identical to none"
         else
             echo "$m: DIFFERS from none"; rc=1
         fi
-        [ "$(tot $t-$m.txt peak)" -le "$budget" ] || { echo "$m: peak above the budget"; rc=1; }
+        [ $m = none2 ] && continue
+        [ "$(tot $t-$m.txt peak)" -le "$budget" ] || { echo "$m: peak $(tot $t-$m.txt peak) above the budget $budget"; rc=1; }
     done
-    echo "note: tok/s none $(tot $t-none.txt tok_per_s), recompute $(tot $t-recompute.txt tok_per_s), smartswap $(tot $t-smartswap.txt tok_per_s) at 1/4 of none's peak; bit-identical: $([ $rc = 0 ] && echo yes || echo NO)"
+    [ "$(tot $t-smartswap.txt swapped_out)" -gt 0 ] 2>/dev/null || { echo "smartswap swapped nothing out"; rc=1; }
+    echo "note: tok/s none $(tot $t-none.txt tok_per_s), recompute $(tot $t-recompute.txt tok_per_s), smartswap $(tot $t-smartswap.txt tok_per_s) (<= 1/4 of none's peak: $((budget >> 20)) MiB); bit-identical to none (and none to itself): $([ $rc = 0 ] && echo yes || echo NO)"
     exit $rc
 }
 
 st_replay() {
-    local shape
-    if [ $quick = 1 ]; then shape="--model llama-3.2-1b --batch 4 --seq 1024"; else shape="--model llama-3.2-1b --batch 4 --seq 4096"; fi
-    shape=${GPU_CHECK_REPLAY_ARGS:-$shape}
-    local budget=${GPU_CHECK_REPLAY_BUDGET:-24GiB} host=${GPU_CHECK_REPLAY_HOST:-16GiB} p="$work/replay"
+    local shape=$replay_shape budget=$replay_budget host=$replay_host p="$work/replay"
     # shellcheck disable=SC2086
-    ./$B/smartswap trace gen $shape -o $p-profile.json > /dev/null || { echo "note: trace gen failed"; exit 1; }
+    $CLI trace gen $shape -o $p-profile.json > /dev/null || { echo "note: trace gen failed"; exit 1; }
     # shellcheck disable=SC2086
-    ./$B/smartswap simulate $shape --budget $budget --host-mem $host --json > $p-sim.json 2> $p-sim.err ||
+    $CLI simulate $shape --budget $budget --host-mem $host --json > $p-sim.json 2> $p-sim.err ||
         { cat $p-sim.err; echo "note: simulate failed"; exit 1; }
-    SMARTSWAP_HOST_MEM=$host ./$B/smartswap replay $p-profile.json --device $DEV --budget $budget \
+    SMARTSWAP_HOST_MEM=$host $CLI replay $p-profile.json --device $DEV --budget $budget \
         --iters 4 --json > $p-real.json 2> $p-real.err
     local r=$?
     cat $p-real.err
@@ -213,18 +250,15 @@ st_torch() {
 }
 
 export -f st_build st_device st_alloc st_kernels st_trainer st_replay st_torch run_test tot
-export B DEV quick work gpu
+export B CLI DEV quick work gpu train_args replay_shape replay_budget replay_host
 
-# the limits add up to 295 s (--quick: 118 s); a stage over its limit is reported TIMEOUT
-if [ $quick = 1 ]; then set -- 60 15 10 10 12 10 1; else set -- 80 25 15 15 40 40 80; fi
-stage build "$1" 0
+stage build "$lim_build" 0
 if [ "${results[0]}" = PASS ]; then
-    stage device "$2" 1
-    stage alloc "$3" 1
-    stage kernels "$4" 1
-    stage trainer "$5" 1
-    stage replay "$6" 1
-    stage torch "$7" 1
+    for s in $all_stages; do
+        case " $want " in *" $s "*) ;; *) continue ;; esac
+        lim=lim_$s
+        stage "$s" "${!lim}" 1
+    done
 fi
 
 echo
@@ -235,7 +269,9 @@ for i in "${!names[@]}"; do
     printf '%-8s %-8s %5s  %s\n' "${names[$i]}" "${results[$i]}" "${secs[$i]}" "${notes[$i]}"
     case ${results[$i]} in FAIL|TIMEOUT) rc=1 ;; TODO) [ $rc = 0 ] && rc=2 ;; esac
 done
-if [ $gpu = 0 ]; then echo "gpu-check: no GPU: nothing on the GPU was proven"; fi
-echo "gpu-check: $(case $rc in 0) echo PASS ;; 1) echo FAIL ;; 2) echo 'INCOMPLETE (a stage is not implemented yet)' ;; esac)"
+verdict=$(case $rc in 0) echo PASS ;; 1) echo FAIL ;; 2) echo 'INCOMPLETE (a stage is not implemented yet)' ;; esac)
+if [ $gpu = 0 ]; then echo "gpu-check: no GPU: nothing on the GPU was proven"; [ $rc = 0 ] && verdict="SKIPPED (no GPU)"; fi
+[ "${GPU_CHECK_FORCE:-0}" = 1 ] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU' && verdict="$verdict (GPU_CHECK_FORCE=1 without a GPU: a dry run, nothing on a GPU was proven)"
+echo "gpu-check: $verdict"
 rm -rf "$work"
 exit $rc

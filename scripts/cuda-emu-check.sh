@@ -16,16 +16,24 @@
 # granules) must give none's losses (bit for bit, per step) and final weights (byte for byte),
 # and so must cpu-sim's run: the plumbing (allocation, transfers, streams, events), not the
 # GPU kernels, which the "kernels" part covers.
+# The train part also checks that without a GPU `train --device cuda` fails in one line naming
+# CUDA with exit 1 (the real CLI on this machine's missing driver, and the stand-in with
+# FAKE_CUDA_DEVICES=0).
+# Part "gpu-check" (about 40 s; in the default list, not in .ci/run's) runs bench/gpu-check.sh
+# --quick on the same stand-in (GPU_CHECK_FORCE=1, the build given, build/smartswap-cuda-emu as
+# the CLI, small shapes, limits x10): its alloc, trainer (none twice, recompute, smartswap at a
+# quarter of none's peak, bit-identical) and replay stages and summary table; the device and
+# kernels stages' programs are the parts "device" and "kernels".
 #   sh scripts/cuda-emu-check.sh [dir]      (default /tmp/smartswap-cuda-emu)
-#   CUDA_EMU_PARTS="device", "train" or "kernels" runs one part (several: "device train");
+#   CUDA_EMU_PARTS="device", "train", "kernels" or "gpu-check" runs one part (several: "device train");
 #   BUILD=dir the build to use (default build)
 set -eu
 cd "$(dirname "$0")/.."
 d=${1:-/tmp/smartswap-cuda-emu}
 mkdir -p "$d"
-parts=${CUDA_EMU_PARTS:-device train kernels}
+parts=${CUDA_EMU_PARTS:-device train kernels gpu-check}
 b=${BUILD:-build}
-case " $parts " in *" device "*|*" train "*)
+case " $parts " in *" device "*|*" train "*|*" gpu-check "*)
     echo 'libcudart.so.13 { global: cuda*; local: *; };' > "$d/fake.map"
     ${CC:-cc} -std=c11 -O1 -g -fPIC -shared -pthread -Wall -Wextra -Werror -I"${CUDA_HOME:-/usr/local/cuda}/include" \
         tests/cuda-emu/fake-cudart.c -o "$d/libcudart.so.13" -Wl,-soname,libcudart.so.13 -Wl,--version-script="$d/fake.map"
@@ -86,6 +94,31 @@ case " $parts " in *" train "*)
     timeout 120 "$b/smartswap" $M --device cpu-sim --log "$d/cpu-sim.jsonl" --save-weights "$d/w-cpu-sim.bin" \
         > "$d/cpu-sim.out" 2>&1 || { tail -n 20 "$d/cpu-sim.out"; echo "cuda-emu: cpu-sim run FAILED"; exit 1; }
     same cpu-sim " (cpu-sim, the CPU kernels on host memory)"
+    nogpu() {   # name, then the command: exit 1 and one line naming CUDA
+        name=$1; shift
+        r=0; out=$("$@" $M --device cuda 2>&1) || r=$?
+        [ $r = 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && printf '%s\n' "$out" | grep -q 'CUDA' ||
+            { printf '%s\n' "$out"; echo "cuda-emu: $name: --device cuda without a GPU gave exit $r, not one line naming CUDA and exit 1"; exit 1; }
+        echo "   $name: exit 1, '$out'"
+    }
+    nogpu "no GPU (this machine's driver)" "$b/smartswap"
+    nogpu "no GPU (FAKE_CUDA_DEVICES=0)" env LD_LIBRARY_PATH="$d" FAKE_CUDA_DEVICES=0 "$b/smartswap-cuda-emu"
+    ;;
+esac
+case " $parts " in *" gpu-check "*)
+    ${MAKE:-make} -s -j2 BUILD="$b" SS_CUDA=1 "$b/smartswap-cuda-emu" "$b/tests/test-alloc-device"
+    echo "== bench/gpu-check.sh --quick on the stand-in runtime (alloc, trainer, replay)"
+    # 16 thin layers: a quarter of none's peak is above the smallest budget; the replay's model
+    # fits the stand-in's 512 MiB
+    OUT="$d/gpu-check" LD_LIBRARY_PATH="$d" FAKE_CUDA_MIB=512 GPU_CHECK_FORCE=1 GPU_CHECK_BUILD="$b" \
+        GPU_CHECK_CLI="$b/smartswap-cuda-emu" GPU_CHECK_LIMIT_SCALE=10 GPU_CHECK_STAGES="alloc trainer replay" \
+        GPU_CHECK_TRAIN_ARGS="--layers 16 --hidden 32 --heads 4 --kv-heads 1 --ffn 64 --seq 64 --batch 16 --steps 4" \
+        GPU_CHECK_REPLAY_ARGS="--layers 4 --hidden 256 --heads 4 --ffn 688 --vocab 1024 --batch 4 --seq 512" \
+        GPU_CHECK_REPLAY_BUDGET=96MiB GPU_CHECK_REPLAY_HOST=64MiB bash bench/gpu-check.sh --quick > "$d/gpu-check.out" 2>&1 ||
+        { tail -n 30 "$d/gpu-check.out"; echo "cuda-emu: gpu-check on the stand-in FAILED"; exit 1; }
+    sed -n '/^======== summary/,$p' "$d/gpu-check.out"
+    grep -q '^trainer  PASS .*bit-identical to none (and none to itself): yes' "$d/gpu-check.out" ||
+        { echo "cuda-emu: gpu-check's trainer stage did not pass"; exit 1; }
     ;;
 esac
 case " $parts " in *" kernels "*) ;; *) exit 0 ;; esac
