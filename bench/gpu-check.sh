@@ -12,7 +12,8 @@
 #   kernels  test-gpt-cuda (the trainer's kernels against the CPU, each GPU run twice)
 #   trainer  smartswap train on cuda: none twice (the plain runs must agree bit for bit), then
 #            recompute and smartswap under a quarter of none's peak; losses (hex) and final
-#            weights bit-identical to none, peaks within the budget; tokens/s of the three
+#            weights bit-identical to none, peaks within the budget; tokens/s of the three;
+#            then (not in --quick) --dtype bf16 none and smartswap: identical to each other
 #   replay   a Llama-3.2-1B-shaped profile (batch 4 x 4096; --quick 4 x 1024) replayed on cuda
 #            under a 24 GiB budget with the pinned host pool capped at 16 GiB: the real peak,
 #            step time and stall against `smartswap simulate`'s prediction (relative errors)
@@ -27,7 +28,8 @@
 # GPU_CHECK_BUILD=dir (use that existing SS_CUDA=1 build instead of building build-gpu/),
 # GPU_CHECK_CLI=path (the CLI the trainer and replay stages run; default <build>/smartswap),
 # GPU_CHECK_STAGES="trainer replay" (run only those of the stages after build),
-# GPU_CHECK_LIMIT_SCALE=N (every stage limit times N, for slow stand-ins; a GPU run uses 1).
+# GPU_CHECK_LIMIT_SCALE=N (every stage limit times N, for slow stand-ins; a GPU run uses 1),
+# GPU_CHECK_TRAIN_BF16=0|1 (the trainer's --dtype bf16 pair; default 1, --quick 0).
 # scripts/cuda-emu-check.sh part "gpu-check" runs it on the stand-in CUDA runtime this way.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +55,8 @@ DEV=${GPU_CHECK_DEVICE:-cuda}
 if [ $quick = 1 ]; then train_args="--layers 12 --hidden 64 --heads 4 --kv-heads 2 --ffn 172 --batch 16 --seq 256 --steps 5"
 else train_args="--layers 16 --hidden 128 --heads 4 --kv-heads 2 --ffn 344 --batch 16 --seq 512 --steps 8"; fi
 train_args=${GPU_CHECK_TRAIN_ARGS:-$train_args}
+# --dtype bf16 none and smartswap too (not in --quick): GPU_CHECK_TRAIN_BF16=0|1 overrides
+train_bf16=${GPU_CHECK_TRAIN_BF16:-$([ $quick = 1 ] && echo 0 || echo 1)}
 if [ $quick = 1 ]; then replay_shape="--model llama-3.2-1b --batch 4 --seq 1024"; else replay_shape="--model llama-3.2-1b --batch 4 --seq 4096"; fi
 replay_shape=${GPU_CHECK_REPLAY_ARGS:-$replay_shape}
 replay_budget=${GPU_CHECK_REPLAY_BUDGET:-24GiB} replay_host=${GPU_CHECK_REPLAY_HOST:-16GiB}
@@ -71,7 +75,7 @@ if [ $plan = 1 ]; then
         device)  echo "device   ${lim_device} s  $B/tests/test-device (cuda part), $B/tests/test-device-cuda, SMARTSWAP_TEST_EXPECT_VM=1 $B/tests/test-device-cuda-vm" ;;
         alloc)   echo "alloc    ${lim_alloc} s  SMARTSWAP_TEST_DEVICE=cuda $B/tests/test-alloc-device" ;;
         kernels) echo "kernels  ${lim_kernels} s  $B/tests/test-gpt-cuda" ;;
-        trainer) echo "trainer  ${lim_trainer} s  $CLI train --device $DEV $train_args --mode none (twice), recompute, smartswap (--budget <none's peak / 4>); losses and weights = none's" ;;
+        trainer) echo "trainer  ${lim_trainer} s  $CLI train --device $DEV $train_args --mode none (twice), recompute, smartswap (--budget <none's peak / 4>); losses and weights = none's$([ "$train_bf16" = 1 ] && echo "; --dtype bf16 none and smartswap, equal")" ;;
         replay)  echo "replay   ${lim_replay} s  $CLI trace gen $replay_shape; simulate and replay --device $DEV --budget $replay_budget, SMARTSWAP_HOST_MEM=$replay_host" ;;
         torch)   echo "torch    ${lim_torch} s  $([ $quick = 1 ] && echo 'skipped in --quick' || echo 'bash bench/gpu-torch.sh')" ;;
         esac
@@ -204,7 +208,29 @@ st_trainer() {
         [ "$(tot $t-$m.txt peak)" -le "$budget" ] || { echo "$m: peak $(tot $t-$m.txt peak) above the budget $budget"; rc=1; }
     done
     [ "$(tot $t-smartswap.txt swapped_out)" -gt 0 ] 2>/dev/null || { echo "smartswap swapped nothing out"; rc=1; }
-    echo "note: tok/s none $(tot $t-none.txt tok_per_s), recompute $(tot $t-recompute.txt tok_per_s), smartswap $(tot $t-smartswap.txt tok_per_s) (<= 1/4 of none's peak: $((budget >> 20)) MiB); bit-identical to none (and none to itself): $([ $rc = 0 ] && echo yes || echo NO)"
+    local b16=""
+    if [ "$train_bf16" = 1 ]; then   # --dtype bf16: smartswap at the same budget equals bf16 none
+        local bm ok=1
+        for bm in none smartswap; do
+            local bf="--mode $bm --budget $budget"
+            [ $bm = none ] && bf="--mode none"
+            # shellcheck disable=SC2086
+            $CLI train --device $DEV $args $bf --dtype bf16 --quiet --log $t-b16-$bm.jsonl \
+                --save-weights $t-b16-$bm.w > $t-b16-$bm.txt 2>&1 || { cat $t-b16-$bm.txt; echo "bf16 $bm failed"; ok=0; }
+        done
+        grep -m1 "kernels  " $t-b16-none.txt
+        if [ $ok = 1 ] && cmp -s <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-b16-none.jsonl) \
+                  <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-b16-smartswap.jsonl) &&
+           cmp -s $t-b16-none.w $t-b16-smartswap.w; then
+            echo "bf16 smartswap: losses and weights bit-identical to bf16 none"
+        else
+            echo "bf16 smartswap: DIFFERS from bf16 none (or a run failed)"; ok=0
+        fi
+        cmp -s $t-b16-none.w $t-none.w && { echo "bf16 none's weights equal fp32 none's: the products did not round"; ok=0; }
+        [ $ok = 1 ] || rc=1
+        b16="; bf16 tok/s none $(tot $t-b16-none.txt tok_per_s), smartswap $(tot $t-b16-smartswap.txt tok_per_s), identical: $([ $ok = 1 ] && echo yes || echo NO)"
+    fi
+    echo "note: tok/s none $(tot $t-none.txt tok_per_s), recompute $(tot $t-recompute.txt tok_per_s), smartswap $(tot $t-smartswap.txt tok_per_s) (<= 1/4 of none's peak: $((budget >> 20)) MiB); bit-identical to none (and none to itself): $([ $rc = 0 ] && echo yes || echo NO)$b16"
     exit $rc
 }
 
@@ -250,7 +276,7 @@ st_torch() {
 }
 
 export -f st_build st_device st_alloc st_kernels st_trainer st_replay st_torch run_test tot
-export B CLI DEV quick work gpu train_args replay_shape replay_budget replay_host
+export B CLI DEV quick work gpu train_args train_bf16 replay_shape replay_budget replay_host
 
 stage build "$lim_build" 0
 if [ "${results[0]}" = PASS ]; then

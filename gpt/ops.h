@@ -86,5 +86,8 @@ extern const gpt_ops gpt_ops_cpu;
 /* The CUDA table (ops-cuda.c; only in builds with the CUDA kernels): initialises the kernels
  * (gpt_cuda_init: device 0, cuBLAS) on first use. NULL with err saying why when that fails. */
 const gpt_ops *gpt_ops_cuda(char *err, size_t len);
+/* The CUDA table of `--dtype bf16` (ops-cuda.c): gpt_ops_cuda's, except that the matrix products
+ * take bf16-rounded inputs (fp32 accumulation and outputs); every stored tensor stays fp32. */
+const gpt_ops *gpt_ops_cuda_bf16(char *err, size_t len);
 
 #endif /* GPT_OPS_H */

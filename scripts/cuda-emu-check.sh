@@ -16,13 +16,15 @@
 # granules) must give none's losses (bit for bit, per step) and final weights (byte for byte),
 # and so must cpu-sim's run: the plumbing (allocation, transfers, streams, events), not the
 # GPU kernels, which the "kernels" part covers.
-# The train part also checks that without a GPU `train --device cuda` fails in one line naming
+# The train part then runs `--dtype bf16` (gpt/ops-cuda.c's bf16 table, the shim's bf16 products):
+# its losses must differ from fp32's and its recompute, offload-all, smartswap, --swap-only and
+# granule runs must equal its none bit for bit. It also checks that without a GPU `train --device cuda` fails in one line naming
 # CUDA with exit 1 (the real CLI on this machine's missing driver, and the stand-in with
 # FAKE_CUDA_DEVICES=0).
 # Part "gpu-check" (about 40 s; in the default list, not in .ci/run's) runs bench/gpu-check.sh
 # --quick on the same stand-in (GPU_CHECK_FORCE=1, the build given, build/smartswap-cuda-emu as
 # the CLI, small shapes, limits x10): its alloc, trainer (none twice, recompute, smartswap at a
-# quarter of none's peak, bit-identical) and replay stages and summary table; the device and
+# quarter of none's peak, bit-identical; and the bf16 pair) and replay stages and summary table; the device and
 # kernels stages' programs are the parts "device" and "kernels".
 #   sh scripts/cuda-emu-check.sh [dir]      (default /tmp/smartswap-cuda-emu)
 #   CUDA_EMU_PARTS="device", "train", "kernels" or "gpu-check" runs one part (several: "device train");
@@ -67,13 +69,14 @@ case " $parts " in *" train "*)
             --save-weights "$d/w-$name.bin" "$@" > "$d/$name.out" 2>&1 ||
             { tail -n 20 "$d/$name.out"; echo "cuda-emu: train $name FAILED (exit $?)"; exit 1; }
     }
-    same() {   # name: losses and weights equal none's
-        grep -o '"loss_hex": "[^"]*"' "$d/none.jsonl" > "$d/none.loss"
+    same() {   # name [note [reference run, default none]]: losses and weights equal the reference's
+        r=${3:-none}
+        grep -o '"loss_hex": "[^"]*"' "$d/$r.jsonl" > "$d/$r.loss"
         grep -o '"loss_hex": "[^"]*"' "$d/$1.jsonl" > "$d/$1.loss"
-        [ "$(wc -l < "$d/none.loss")" -eq 6 ] || { echo "cuda-emu: none logged no 6 steps"; exit 1; }
-        cmp -s "$d/none.loss" "$d/$1.loss" || { diff "$d/none.loss" "$d/$1.loss" | head; echo "cuda-emu: train $1: losses differ from none"; exit 1; }
-        cmp -s "$d/w-none.bin" "$d/w-$1.bin" || { echo "cuda-emu: train $1: weights differ from none"; exit 1; }
-        echo "   $1: $(tail -n 1 "$d/$1.loss" | cut -d'"' -f4) = none's, weights identical${2:-}"
+        [ "$(wc -l < "$d/$r.loss")" -eq 6 ] || { echo "cuda-emu: $r logged no 6 steps"; exit 1; }
+        cmp -s "$d/$r.loss" "$d/$1.loss" || { diff "$d/$r.loss" "$d/$1.loss" | head; echo "cuda-emu: train $1: losses differ from $r"; exit 1; }
+        cmp -s "$d/w-$r.bin" "$d/w-$1.bin" || { echo "cuda-emu: train $1: weights differ from $r"; exit 1; }
+        echo "   $1: $(tail -n 1 "$d/$1.loss" | cut -d'"' -f4) = $r's, weights identical${2:-}"
     }
     echo "== train --device cuda (smartswap-cuda-emu: shim kernels on the fake runtime)"
     emu none
@@ -94,6 +97,23 @@ case " $parts " in *" train "*)
     timeout 120 "$b/smartswap" $M --device cpu-sim --log "$d/cpu-sim.jsonl" --save-weights "$d/w-cpu-sim.bin" \
         > "$d/cpu-sim.out" 2>&1 || { tail -n 20 "$d/cpu-sim.out"; echo "cuda-emu: cpu-sim run FAILED"; exit 1; }
     same cpu-sim " (cpu-sim, the CPU kernels on host memory)"
+    # --dtype bf16 (gpt/ops-cuda.c's bf16 table; the shim's products: the CPU's on the widened
+    # bf16-rounded inputs): the losses must move off fp32's (the option reaches the products),
+    # and every mode must reproduce bf16 none's
+    emu bf16 --dtype bf16
+    grep -q 'kernels  .*bf16: matrix products on bf16-rounded inputs' "$d/bf16.out" || { echo "cuda-emu: --dtype bf16 did not use the bf16 table"; exit 1; }
+    grep -o '"loss_hex": "[^"]*"' "$d/bf16.jsonl" > "$d/bf16.loss"
+    cmp -s "$d/none.loss" "$d/bf16.loss" && { echo "cuda-emu: --dtype bf16 gave fp32's losses bit for bit: the products did not round"; exit 1; }
+    echo "   bf16 none: $(tail -n 1 "$d/bf16.loss" | cut -d'"' -f4) (fp32: $(tail -n 1 "$d/none.loss" | cut -d'"' -f4))"
+    emu bf16-recompute --mode recompute --dtype bf16; same bf16-recompute "" bf16
+    emu bf16-offload-all --mode offload-all --dtype bf16; same bf16-offload-all "" bf16
+    emu bf16-smartswap --mode smartswap --budget "$q" --dtype bf16
+    sw=$(sed -n 's/^totals: .* swapped_out=\([0-9]*\) .*/\1/p' "$d/bf16-smartswap.out")
+    [ "${sw:-0}" -gt 0 ] || { echo "cuda-emu: bf16 smartswap under $q B swapped nothing"; exit 1; }
+    same bf16-smartswap " (swapped out $sw B)" bf16
+    emu bf16-swap-only --mode smartswap --swap-only --budget "$q" --dtype bf16; same bf16-swap-only "" bf16
+    SMARTSWAP_GRANULE=65536 emu bf16-smartswap-vm --mode smartswap --budget "$q" --dtype bf16
+    same bf16-smartswap-vm " (64 KiB granules)" bf16
     nogpu() {   # name, then the command: exit 1 and one line naming CUDA
         name=$1; shift
         r=0; out=$("$@" $M --device cuda 2>&1) || r=$?
@@ -111,7 +131,7 @@ case " $parts " in *" gpu-check "*)
     # 16 thin layers: a quarter of none's peak is above the smallest budget; the replay's model
     # fits the stand-in's 512 MiB
     OUT="$d/gpu-check" LD_LIBRARY_PATH="$d" FAKE_CUDA_MIB=512 GPU_CHECK_FORCE=1 GPU_CHECK_BUILD="$b" \
-        GPU_CHECK_CLI="$b/smartswap-cuda-emu" GPU_CHECK_LIMIT_SCALE=10 GPU_CHECK_STAGES="alloc trainer replay" \
+        GPU_CHECK_CLI="$b/smartswap-cuda-emu" GPU_CHECK_LIMIT_SCALE=10 GPU_CHECK_STAGES="alloc trainer replay" GPU_CHECK_TRAIN_BF16=1 \
         GPU_CHECK_TRAIN_ARGS="--layers 16 --hidden 32 --heads 4 --kv-heads 1 --ffn 64 --seq 64 --batch 16 --steps 4" \
         GPU_CHECK_REPLAY_ARGS="--layers 4 --hidden 256 --heads 4 --ffn 688 --vocab 1024 --batch 4 --seq 512" \
         GPU_CHECK_REPLAY_BUDGET=96MiB GPU_CHECK_REPLAY_HOST=64MiB bash bench/gpu-check.sh --quick > "$d/gpu-check.out" 2>&1 ||

@@ -65,8 +65,8 @@ static void usage(FILE *f) {
             "memory:\n"
             "  --device NAME     cpu-sim (default), or cuda / cuda:N (the CUDA kernels, built with SS_CUDA=1);\n"
             "                    fault:cpu-sim wraps cpu-sim in the fault device (SMARTSWAP_FAULT, docs/testing.md)\n"
-            "  --dtype T         fp32 (default; the only type the CPU kernels compute in); bf16 is\n"
-            "                    refused with an error until the CUDA trainer exists\n"
+            "  --dtype T         fp32 (default); bf16 (--device cuda only): matrix products on\n"
+            "                    bf16-rounded inputs with fp32 accumulation; every stored tensor stays fp32\n"
             "  --budget SIZE     device bytes for everything the trainer uses: weights, gradients, AdamW\n"
             "                    moments, activations (default: the device's capacity)\n"
             "  --mode MODE       none | recompute | smartswap | offload-all (default none)\n"
@@ -118,7 +118,7 @@ typedef struct flags {
     int         seq_min;
     double      lr;
     const char *data, *device, *log, *save, *plan_in, *plan_out, *timeline;
-    const char *dtype;     /* "fp32" (the only one the CPU kernels compute in) or "bf16" */
+    const char *dtype;     /* "fp32" or "bf16" (--device cuda only: gpt_ops_cuda_bf16) */
     uint64_t    budget, min_swap, host_mem;
     int         mode, quiet, min_swap_set, host_mem_set, budget_given, swap_only;
     double      ratio_scale, d2h_gbps, h2d_gbps, headroom;
@@ -321,7 +321,7 @@ int cmd_train(int argc, char **argv) {
         if (ss_device_list(have, sizeof have, absent, sizeof absent) == SS_OK &&
             (nogpu = strstr(absent, "cuda (")) != NULL)
             snprintf(why, sizeof why, "%.*s", (int)strcspn(nogpu + 6, ")"), nogpu + 6);
-        else if (!(ops = gpt_ops_cuda(err, sizeof err)))
+        else if (!(ops = strcmp(fl.dtype, "bf16") ? gpt_ops_cuda(err, sizeof err) : gpt_ops_cuda_bf16(err, sizeof err)))
             snprintf(why, sizeof why, "%s", err);
 #else
         snprintf(why, sizeof why, "%s", !strstr(ss_build_features(), "cuda")
@@ -338,10 +338,9 @@ int cmd_train(int argc, char **argv) {
             return 2;
         }
     }
-    if (strcmp(fl.dtype, "fp32")) {   /* bf16: the CUDA path's option (issue 17 item 5) */
-        cli_error(CMD, "use --dtype fp32 (the default)", "--dtype %s: the trainer's CPU kernels compute in "
-                  "fp32 only; bf16 activations are planned for the CUDA trainer, which computes in fp32 for now",
-                  fl.dtype);
+    if (strcmp(fl.dtype, "fp32") && !on_cuda) {   /* bf16: the CUDA table's option (gpt/ops-cuda.c) */
+        cli_error(CMD, "use --dtype fp32 (the default) here, or --device cuda", "--dtype %s: only on --device cuda; "
+                  "the trainer's CPU kernels compute in fp32 only", fl.dtype);
         return 2;
     }
     if (strcmp(fl.device, "cpu-sim") && strcmp(fl.device, "fault:cpu-sim") && !on_cuda) {

@@ -196,3 +196,66 @@ void kc_moe_combine_bwd(float *const *dye, float *dwts, const float *dout, const
     drain();
     k_moe_combine_bwd(dye, dwts, dout, wts, idx, slot, ye, M, C, K);
 }
+
+/* bf16 (ops-cuda.c's --dtype bf16 table): the conversions of kernels-cuda.cu on the host (round
+ * to nearest even, a NaN stays a quiet NaN, exact widening), and the products as the CPU fp32
+ * products of the widened bf16 inputs (fp32 outputs, += in backward): the shape of the GPU's
+ * cublasGemmEx with CUDA_R_16BF inputs and fp32 accumulation, not its order of summation. */
+static uint16_t bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float bf16_float(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+typedef struct { uint16_t *dst; const float *src; size_t n; } tb;
+static void run_tb(void *p) {
+    tb *a = p;
+    for (size_t i = 0; i < a->n; i++) a->dst[i] = bf16_bits(a->src[i]);
+    free(a);
+}
+void kc_to_bf16(uint16_t *dst, const float *src, size_t n) { LAUNCH(tb, dst, src, n); }
+typedef struct { float *dst; const uint16_t *src; size_t n; } fb16;
+static void run_fb16(void *p) {
+    fb16 *a = p;
+    for (size_t i = 0; i < a->n; i++) a->dst[i] = bf16_float(a->src[i]);
+    free(a);
+}
+void kc_from_bf16(float *dst, const uint16_t *src, size_t n) { LAUNCH(fb16, dst, src, n); }
+
+/* a widened copy of n bf16 values (NULL in, NULL out); exits on out of memory (a test tool) */
+static float *widen(const uint16_t *b, size_t n) {
+    if (!b) return NULL;
+    float *f = malloc((n ? n : 1) * sizeof(float));
+    if (!f) { fprintf(stderr, "kernels-shim: out of memory\n"); exit(2); }
+    for (size_t i = 0; i < n; i++) f[i] = bf16_float(b[i]);
+    return f;
+}
+typedef struct { float *out; const uint16_t *inp, *w; int M, K, N; } mm16_f;
+static void run_mm16_f(void *p) {
+    mm16_f *a = p;
+    float *i = widen(a->inp, (size_t)a->M * a->K), *w = widen(a->w, (size_t)a->N * a->K);
+    k_matmul_fwd(a->out, i, w, a->M, a->K, a->N);
+    free(i); free(w); free(a);
+}
+void kc_matmul_fwd_bf16(float *out, const uint16_t *inp, const uint16_t *w, int M, int K, int N) {
+    LAUNCH(mm16_f, out, inp, w, M, K, N);
+}
+typedef struct { float *dinp, *dw; const uint16_t *dout, *inp, *w; int M, K, N; } mm16_b;
+static void run_mm16_b(void *p) {
+    mm16_b *a = p;
+    float *d = widen(a->dout, (size_t)a->M * a->N);
+    float *i = a->dw ? widen(a->inp, (size_t)a->M * a->K) : NULL, *w = a->dinp ? widen(a->w, (size_t)a->N * a->K) : NULL;
+    k_matmul_bwd(a->dinp, a->dw, d, i, w, a->M, a->K, a->N);
+    free(d); free(i); free(w); free(a);
+}
+void kc_matmul_bwd_bf16(float *dinp, float *dw, const uint16_t *dout, const uint16_t *inp, const uint16_t *w, int M,
+                        int K, int N) {
+    LAUNCH(mm16_b, dinp, dw, dout, inp, w, M, K, N);
+}
