@@ -273,6 +273,9 @@ ss_status ss_ctx_plans_load(ss_ctx_t *ctx, const char *path, uint32_t *count, ch
         e->sig = L[k].prof->size_sig;
         e->nops = L[k].prof->nops;
         e->used = 1;
+        /* an envelope is known by its key (stage.c, "envelope"); its profile was derived */
+        e->envelope = (uint32_t)ssi_stage_envelope_key(e->hash, e->sig, e->nops);
+        e->derived = e->envelope;
         e->stamp = ++s->clock;
         L[k].plan = NULL;
         L[k].prof = NULL;

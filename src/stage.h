@@ -94,6 +94,8 @@ typedef struct ssi_cache_entry {
     uint32_t    nops;
     uint32_t    used;       /* 1 = slot holds a plan */
     uint32_t    derived;    /* 1 = its profile was derived (new sizes, or a prefix), not recorded */
+    uint32_t    envelope;   /* 1 = its structure's envelope: every saved tensor at the largest size
+                               seen (stage.c, "envelope") */
     uint64_t    stamp;      /* LRU clock at the last use */
 } ssi_cache_entry;
 
@@ -166,5 +168,8 @@ const ss_plan *ssi_stage_plan(const ss_ctx_t *ctx);
  * plan has none; sets the plan's key fields (seq_hash, size_sig, nops) from the profile.
  * SS_ERR_FORMAT (logged) for checkpoints that disagree, SS_ERR_HOST_OOM. */
 ss_status ssi_stage_plan_prepare(ss_plan *pl, const ss_profile *prof);
+/* 1 when (hash, size signature, operators) is the key of its structure's envelope plan (stage.c,
+ * "envelope"): a plans file's envelopes are known as such when loaded. */
+int       ssi_stage_envelope_key(uint64_t hash, uint64_t sig, uint32_t nops);
 
 #endif /* SS_STAGE_H */

@@ -608,10 +608,11 @@ static void swap_close(mode_run *x) {
     gpt_batch_buf_free(&x->r.bb);
 }
 
-/* Two sequence lengths taking turns. Once both are planned, each iteration's first saved tensor
- * shows that its sizes are the other plan's: the stage switches to that plan before anything is
- * scheduled (between its checkpoints, by the ring of recent operators) and the executor runs it
- * (ss_exec_report.switched), with no detailed recording; losses stay none's. */
+/* Two sequence lengths taking turns: one structure at two sizes. The first length is planned
+ * from its detailed iteration; the second's light iteration makes the structure's envelope (every
+ * saved tensor at the larger of its sizes, derived without detail: stage.c, "envelope"). From
+ * then on both lengths run under the envelope with no switch, no detail and no eviction (each
+ * save is no larger than planned), swapping, with none's losses. */
 static void t_seq_switch(void) {
     gpt_config c = base_config();
     c.layers = 2; c.hidden = 32; c.heads = 4; c.kv_heads = 2; c.ffn = 48;
@@ -629,13 +630,12 @@ static void t_seq_switch(void) {
         CHECK(gpt_train_step(&ref.model, &ref.data, (st & 1) ? &sb : &sa, st, &ref.bb, &lr[st]) == 0);
         if (!(st & 1) && ref.model.stats.peak_bytes > peak_short) peak_short = ref.model.stats.peak_bytes;
     }
-    /* both lengths must swap, so that each has a plan with entries to switch to: the state plus
-     * 3/4 of the short length's activations (with flash attention and the chunked loss the
-     * activations grow linearly with the length: half-way to the long one's peak is about the
-     * short one's own peak, which fits without swapping on exact-size segments) */
+    /* both lengths must swap: the state plus 3/4 of the short length's activations (with flash
+     * attention and the chunked loss the activations grow linearly with the length) */
     uint64_t state = gpt_state_bytes(&c);
     if (swap_open(&x, &c, &sb, state + (peak_short - state) * 3 / 4)) { CHECK(0); vr_close(&ref); return; }
-    int switched = 0, switched_detailed = 0, same = 1;
+    int env_at = -1, under = 0, off = 0, same = 1;
+    uint64_t swapped_under = 0;
     for (int st = 0; st < STEPS; st++) {
         if (gpt_train_step(&x.model, &x.r.data, (st & 1) ? &sb : &sa, st, &x.r.bb, &ls)) {
             CHECK_MSG(0, "step %d: %s", st, x.model.errmsg);
@@ -645,25 +645,35 @@ static void t_seq_switch(void) {
         swap_account(&x);
         ss_exec_report er;
         CHECK_OK(ss_ctx_exec_report(x.sw.ctx, &er));
-        if (er.switched) {
-            switched++;
-            if (x.sw.last.detailed) switched_detailed++;
-            CHECK(er.planned_tensors > 0 && er.matched_exact > 0);
+        const ss_iter_report *ir = &x.sw.last;
+        if (env_at < 0) {
+            if (er.stage == SS_STAGE_STABLE && ir->plan_event == SS_PLAN_NEW && !ir->detailed) env_at = st;
+            continue;
+        }
+        under++;
+        swapped_under += er.swapped_out_bytes;
+        int ok = ir->plan_event == SS_PLAN_SAME && !ir->detailed && !er.switched && er.evictions == 0 &&
+                 er.planned_tensors > 0 && er.matched_exact + er.matched_fuzzy > 0;
+        if (!ok) {
+            off++;
+            fprintf(stderr, "     step %d (length %d): plan event %d, detailed %d, switched %d, %llu evictions\n", st,
+                    (st & 1) ? 48 : 24, (int)ir->plan_event, (int)ir->detailed, (int)er.switched,
+                    (unsigned long long)er.evictions);
         }
     }
     ss_ctx_stats cs;
     CHECK_OK(ss_ctx_get_stats(x.sw.ctx, &cs));
-    fprintf(stderr, "     lengths 24 and 48 in turn, %d steps: %d iterations switched plans at their first save "
-            "(%llu mid-iteration switches, %llu plans, %llu detailed iterations), %llu bytes swapped\n", STEPS, switched,
-            (unsigned long long)cs.mid_switches, (unsigned long long)cs.plans_made,
-            (unsigned long long)cs.detailed_iters, (unsigned long long)x.swapped);
-    CHECK_MSG(switched >= 6, "only %d of %d iterations ran the plan of their own length", switched, STEPS);
-    CHECK_EQ_INT(switched_detailed, 0);
-    /* the second length is the first's structure at other sizes: its plan is derived from the
-     * first's profile and the shapes its light iteration saved, never recorded in detail */
+    fprintf(stderr, "     lengths 24 and 48 in turn, %d steps: envelope made at step %d, %d steps under it (%d off it), "
+            "%llu plans, %llu detailed iterations, %llu bytes swapped (%llu under the envelope)\n", STEPS, env_at, under,
+            off, (unsigned long long)cs.plans_made, (unsigned long long)cs.detailed_iters,
+            (unsigned long long)x.swapped, (unsigned long long)swapped_under);
+    CHECK_MSG(env_at >= 0 && under >= 6, "envelope made at step %d, %d steps after it", env_at, under);
+    CHECK_EQ_INT(off, 0);
+    /* the first length's plan is recorded in detail; the envelope is derived from its profile and
+     * the shapes the second length's light iteration saved, never recorded */
     CHECK_MSG(cs.detailed_iters == 1 && cs.derived == 1, "%llu detailed iterations, %llu plans derived (want 1, 1)",
               (unsigned long long)cs.detailed_iters, (unsigned long long)cs.derived);
-    CHECK(x.swapped > 0);
+    CHECK(swapped_under > 0);
     CHECK_MSG(same, "a loss differs from none's");
     swap_close(&x);
     vr_close(&ref);
@@ -1167,9 +1177,10 @@ static void t_plans_across_runs(void) {
     CHECK_OK(ss_ctx_plans_load(r.prof.ctx, path, &loaded, err, sizeof err));
     CHECK_EQ_U64(loaded, saved);
     CHECK(ss_ctx_stage(r.prof.ctx) == SS_STAGE_STABLE);
-    int hit_early = 0;
+    int hit_early = 0, detailed_later = 0;
     for (int st = 0; st < N; st++) {
         CHECK(gpt_train_step(&r.model, &r.data, &s, st, &r.bb, &lb[st]) == 0);
+        if (st >= 1 && r.prof.last.detailed) detailed_later++;
         if (st >= 1 && st <= 3 && (r.prof.last.plan_event == SS_PLAN_SAME || r.prof.last.plan_event == SS_PLAN_HIT))
             hit_early++;
     }
@@ -1178,7 +1189,11 @@ static void t_plans_across_runs(void) {
     CHECK_MSG(!memcmp(la, lb, sizeof la), "loading plans changed a loss");
     CHECK_EQ_U64(s2.iters_warmup, 0);
     CHECK_MSG(hit_early > 0, "no known sequence recognised in steps 2..4");
-    CHECK_MSG(s2.detailed_iters < s1.detailed_iters, "detailed iterations: %llu with plans, %llu without",
+    /* run 2's first step creates the optimizer's state (more operators: a structure run 1 met only
+     * in warm-up, never planned) and may be recorded; every later step runs a loaded plan (the
+     * structure's envelope) or one derived from it, with no detail */
+    CHECK_MSG(detailed_later == 0, "%d of steps 2..%d recorded in detail with the plans loaded", detailed_later, N);
+    CHECK_MSG(s2.detailed_iters <= s1.detailed_iters, "detailed iterations: %llu with plans, %llu without",
               (unsigned long long)s2.detailed_iters, (unsigned long long)s1.detailed_iters);
     fprintf(stderr, "     %u plans saved and loaded; run 2: %llu warm-up, %llu detailed (run 1: %llu, %llu), %llu hits\n",
             saved, (unsigned long long)s2.iters_warmup, (unsigned long long)s2.detailed_iters,
@@ -1346,6 +1361,20 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--dump")) return dump(argv[2]);
     if (argc == 2 && !strcmp(argv[1], "--reserved")) {   /* that test alone */
         RUN(t_reserved_vs_sim);
+        return test_summary();
+    }
+    if ((argc == 3 || (argc == 4 && !strcmp(argv[3], "naive"))) && !strcmp(argv[1], "--only")) {
+        /* one varying-sequence test alone (with `naive`: --attention naive --loss full) */
+        if (argc == 4) { g_attention = GPT_ATTN_NAIVE; g_loss = GPT_LOSS_FULL; }
+        if (!strcmp(argv[2], "t_seq_switch")) RUN(t_seq_switch);
+        else if (!strcmp(argv[2], "t_plans_across_runs")) RUN(t_plans_across_runs);
+        else if (!strcmp(argv[2], "t_varying_exact")) RUN(t_varying_exact);
+        else if (!strcmp(argv[2], "t_moe_and_iterations")) RUN(t_moe_and_iterations);
+        else {
+            fprintf(stderr, "--only NAME [naive]: NAME is t_seq_switch, t_plans_across_runs, t_varying_exact or "
+                            "t_moe_and_iterations\n");
+            return 2;
+        }
         return test_summary();
     }
     RUN(t_golden);

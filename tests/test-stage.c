@@ -258,15 +258,15 @@ static void t_sizes(void) {
     for (int i = 0; i < 12; i++) {
         run_iter(ctx, (i & 1) ? &s2 : &s1, &r);
         pattern(pat, i, &r);
-        if (i == 3) {   /* the second size: light, its plan derived from the first's profile */
+        if (i == 3) {   /* the second size: light, the structure's envelope derived from the first's profile */
             CHECK_EQ_U64(r.diverged_at, 0);   /* the first save, in operator 0 */
             CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
             CHECK_EQ_INT(r.detailed, 0);
         }
         if (i == 2) r2 = r;
-        if (i >= 4) {
-            CHECK_EQ_INT(r.plan_event, SS_PLAN_HIT);
-            CHECK_EQ_U64(r.mid_switches, 1);
+        if (i >= 4) {   /* both sizes run under the envelope (8192 bytes holds 4096): no switch */
+            CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+            CHECK_EQ_U64(r.mid_switches, 0);
         }
     }
     CHECK(strcmp(pat, "..D.........") == 0);
@@ -276,12 +276,29 @@ static void t_sizes(void) {
     CHECK_EQ_U64(st.detailed_iters, 1);
     CHECK_EQ_U64(st.derived, 1);
     CHECK_EQ_U64(st.hits_matched, 1);   /* iteration 3 */
+    CHECK_EQ_U64(st.hits_derived, 8);   /* iterations 4..11 under the envelope */
     CHECK_EQ_U64(st.plans_made, 2);
-    CHECK_EQ_U64(st.divergences, 9);
-    CHECK_EQ_U64(st.div_at_save, 9);
+    CHECK_EQ_U64(st.divergences, 1);
+    CHECK_EQ_U64(st.div_at_save, 1);
     CHECK_EQ_U64(st.div_at_op, 0);
-    CHECK_EQ_U64(st.mid_switches, 8);
+    CHECK_EQ_U64(st.mid_switches, 0);
     CHECK_EQ_U64(st.cache_entries, 2);
+    ss_ctx_free(ctx);
+
+    /* a third, larger size grows the envelope once (light, no detail), then runs under it */
+    ctx = mk(2, 3, 8);
+    spec s3 = plain();
+    s3.bytes = 16384;
+    const spec *seq[10] = {&s1, &s1, &s1, &s2, &s1, &s3, &s2, &s1, &s3, &s2};
+    for (int i = 0; i < 10; i++) {
+        run_iter(ctx, seq[i], &r);
+        if (i == 5) { CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW); CHECK_EQ_INT(r.detailed, 0); }
+        if (i > 5) CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+    }
+    st = stats(ctx);
+    CHECK_EQ_U64(st.detailed_iters, 1);
+    CHECK_EQ_U64(st.derived, 2);
+    CHECK_EQ_U64(st.cache_entries, 2);   /* the detailed plan and the envelope, replaced in place */
     ss_ctx_free(ctx);
 
     /* sizes within one bucket (4096 vs 4160 bytes: 1.6 %) are one plan */
