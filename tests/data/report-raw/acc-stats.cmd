@@ -1,1 +1,0 @@
-build/smartswap trace stats bench/results/raw-quick/acc.sstrace
