@@ -39,7 +39,9 @@ else ifneq ($(SANITIZE),)
 endif
 
 # --- Debian packages: checked (and installed when root) before anything is probed ----------
-ifeq ($(filter clean,$(MAKECMDGOALS)),)
+# SS_DEPS=0 skips the check (a machine that cannot install packages, such as the GPU machine of
+# bench/gpu-check.sh: cJSON is then still required, the rest optional; see docs/cuda.md)
+ifeq ($(filter clean,$(MAKECMDGOALS))$(filter 0,$(SS_DEPS)),)
   DEPS_OUT := $(shell sh scripts/deps.sh 2>&1 || echo SS_DEPS_FAILED)
   ifneq ($(strip $(DEPS_OUT)),)
     $(info $(subst SS_DEPS_FAILED,,$(DEPS_OUT)))

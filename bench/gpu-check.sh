@@ -29,19 +29,37 @@
 # GPU_CHECK_CLI=path (the CLI the trainer and replay stages run; default <build>/smartswap),
 # GPU_CHECK_STAGES="trainer replay" (run only those of the stages after build),
 # GPU_CHECK_LIMIT_SCALE=N (every stage limit times N, for slow stand-ins; a GPU run uses 1),
-# GPU_CHECK_TRAIN_BF16=0|1 (the trainer's --dtype bf16 pair; default 1, --quick 0).
+# GPU_CHECK_TRAIN_BF16=0|1 (the trainer's --dtype bf16 pair; default 1, --quick 0),
+# GPU_CHECK_DEBS=dir (the carried cJSON packages; default .gpu-debs).
+#   bash bench/gpu-check.sh --fetch-debs       (where Debian's registry is reachable) downloads
+#                                              libcjson1 and libcjson-dev into .gpu-debs/
 # scripts/cuda-emu-check.sh part "gpu-check" runs it on the stand-in CUDA runtime this way.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
-quick=0 plan=0
+quick=0 plan=0 fetch=0
 for a in "$@"; do
     case $a in
     --quick) quick=1 ;;
     --plan) plan=1 ;;
+    --fetch-debs) fetch=1 ;;
     -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
-    *) echo "gpu-check: unknown argument '$a' (--quick, --plan or nothing)" >&2; exit 2 ;;
+    *) echo "gpu-check: unknown argument '$a' (--quick, --plan, --fetch-debs or nothing)" >&2; exit 2 ;;
     esac
 done
+# The GPU machine has no package registry: the build's one required library, cJSON, travels as
+# Debian packages in $debs (fetched here with --fetch-debs, where Debian's registry is reachable,
+# and carried along); the build stage unpacks them when the machine lacks cJSON, copying only
+# files that are not there yet, and builds with SS_DEPS=0 when any package of scripts/deps.sh is
+# missing (the others are optional for this check: without OpenBLAS the CPU reference multiplies
+# in plain loops, without the texts the trainer reads the project's sources).
+debs=${GPU_CHECK_DEBS:-.gpu-debs}
+deb_pkgs="libcjson1 libcjson-dev"
+if [ $fetch = 1 ]; then
+    mkdir -p "$debs" && (cd "$debs" && apt-get download $deb_pkgs) || { echo "gpu-check: apt-get download $deb_pkgs into $debs/ failed" >&2; exit 1; }
+    ls -l "$debs"
+    echo "gpu-check: carry $debs/ to the GPU machine (it is ignored by git)"
+    exit 0
+fi
 all_stages="device alloc kernels trainer replay torch"
 want=${GPU_CHECK_STAGES:-$all_stages}
 for s in $want; do
@@ -138,8 +156,47 @@ run_test() {
     return 0
 }
 
+# the packages scripts/deps.sh wants whose proof file is missing here (its NEEDED list)
+deps_missing() {
+    local line
+    sed -n '/^NEEDED="/,/"$/p' scripts/deps.sh | sed 's/^NEEDED="//; s/"$//' | while read -r line; do
+        [ -e "${line#*:}" ] || printf ' %s' "${line%%:*}"
+    done
+}
+# cJSON from the carried packages: unpacked aside, then only files this machine lacks are copied
+provide_cjson() {
+    [ -f /usr/include/cjson/cJSON.h ] && return 0
+    ls "$debs"/*.deb > /dev/null 2>&1 || {
+        echo "no cJSON here (/usr/include/cjson/cJSON.h) and no $debs/*.deb: run 'bash bench/gpu-check.sh --fetch-debs' where Debian's registry is reachable and carry $debs/"
+        return 1
+    }
+    local st f
+    st=$(mktemp -d /tmp/gpu-check-debs.XXXXXX)
+    for f in "$debs"/*.deb; do dpkg-deb -x "$f" "$st" || return 1; done
+    cp -a -n "$st/usr/." /usr/ || return 1
+    ldconfig 2> /dev/null
+    rm -rf "$st"
+    [ -f /usr/include/cjson/cJSON.h ] && echo "cJSON: unpacked from $debs/ (files already here kept)"
+}
+export -f deps_missing provide_cjson
+export debs
+
 st_build() {
-    if [ -z "${GPU_CHECK_BUILD:-}" ]; then make -j"$(nproc)" BUILD=$B SS_CUDA=1 all || exit 1; fi
+    if [ -z "${GPU_CHECK_BUILD:-}" ]; then
+        local miss
+        miss=$(deps_missing)
+        if [ -n "$miss" ]; then
+            echo "missing Debian packages:$miss: building with SS_DEPS=0 (cJSON is required, the rest optional here)"
+            export SS_DEPS=0
+            provide_cjson || { echo "note: cJSON missing (carry $debs/, see docs/cuda.md)"; exit 1; }
+        fi
+        # the toolkit where nvcc is, when it is not at the Makefile's default /usr/local/cuda
+        if [ -z "${CUDA_HOME:-}" ] && [ ! -f /usr/local/cuda/include/cuda_runtime_api.h ] && command -v nvcc > /dev/null; then
+            CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc)")"); export CUDA_HOME
+            echo "CUDA_HOME=$CUDA_HOME (from nvcc)"
+        fi
+        make -j"$(nproc)" BUILD=$B SS_CUDA=1 all || exit 1
+    fi
     $CLI info || exit 1
     echo "note: $($CLI info 2>&1 | grep -m1 -i -E 'cuda|features' | cut -c1-60)"
 }
