@@ -69,7 +69,9 @@ B=${GPU_CHECK_BUILD:-build-gpu}
 CLI=${GPU_CHECK_CLI:-./$B/smartswap}
 DEV=${GPU_CHECK_DEVICE:-cuda}
 # the trainer's shapes: activations well above state + one operator's working set, so a quarter
-# of none's peak trains (quick: peak 193 MiB, smallest budget 23.7 MiB, measured on cpu-sim)
+# of none's peak trains in both modes (on cpu-sim, 2026-12-02: quick: none's peak 197 MiB, a
+# quarter 49 MiB, smallest budget 23.7 MiB, recompute's 41.4 MiB; full: none's peak 1.01 GiB, a
+# quarter 260 MiB, smallest budget 104 MiB, recompute's 191 MiB)
 if [ $quick = 1 ]; then train_args="--layers 12 --hidden 64 --heads 4 --kv-heads 2 --ffn 172 --batch 16 --seq 256 --steps 5"
 else train_args="--layers 16 --hidden 128 --heads 4 --kv-heads 2 --ffn 344 --batch 16 --seq 512 --steps 8"; fi
 train_args=${GPU_CHECK_TRAIN_ARGS:-$train_args}
