@@ -467,15 +467,29 @@ def main():
             m, rc, n[m], fmt(med, "%.2f"), "-" if m == "none" else ("yes" if losses[m] == losses["none"] and n[m] else "NO"),
             p1, p2, fmt(tail[0] / 1024 if tail else None, "%.2f"), fmt(tail[-1] / 1024 if tail else None, "%.2f")))
     dat = os.path.join(a.out, "stability-%s.dat" % form)
+    win = 50 if not quick else 10
     with open(dat, "w") as f:
-        f.write("# index loss_none loss_recompute loss_smartswap\n")
-        val = lambda m, i: repr(float.fromhex(losses[m][i])) if i < n[m] else "NaN"
+        f.write("# index loss_none loss_recompute loss_smartswap (exact, repr of each float), then the mean of the last "
+                "%d of each, then recompute - none and smartswap - none\n" % win)
+        val = lambda m, i: float.fromhex(losses[m][i]) if i < n[m] else float("nan")
+        run = {m: [] for m in losses}
         for i in range(max(n.values()) if n else 0):
-            f.write("%d %s %s %s\n" % (i, val("none", i), val("recompute", i), val("smartswap", i)))
-    err = gnuplot('set terminal pngcairo size 900,500\nset output "%s"\nset xlabel "logged step (train and eval)"\n'
-                  'set ylabel "loss"\nset title "Loss curves, %d steps (%s)"\nplot "%s" using 1:2 with lines lw 4 title "none", '
-                  '"" using 1:3 with lines lw 2 title "recompute", "" using 1:4 with lines lw 1 title "smartswap"\n' % (
-                      os.path.join(a.out, png("stability")), steps, date, dat), os.path.join(a.out, png("stability")))
+            v = {m: val(m, i) for m in losses}
+            for m in losses:
+                run[m] = (run[m] + [v[m]])[-win:]
+            f.write("%d %s %s %s %r %r %r %r %r\n" % (
+                i, repr(v["none"]), repr(v["recompute"]), repr(v["smartswap"]),
+                *(sum(run[m]) / len(run[m]) for m in ("none", "recompute", "smartswap")),
+                v["recompute"] - v["none"], v["smartswap"] - v["none"]))
+    err = gnuplot('set terminal pngcairo size 900,650\nset output "%s"\nset multiplot layout 2,1\n'
+                  'set title "Loss, mean of the last %d logged steps (train and eval), %d steps (%s)"\nset ylabel "loss"\n'
+                  'plot "%s" using 1:5 with lines lw 5 title "none", "" using 1:6 with lines lw 3 title "recompute", '
+                  '"" using 1:7 with lines lw 1 title "smartswap"\n'
+                  'set title "Each logged loss minus none\'s (exactly 0 when bit-identical)"\nset ylabel "difference"\n'
+                  'set xlabel "logged step"\nset yrange [-1e-6:1e-6]\n'
+                  'plot "" using 1:8 with lines lw 3 title "recompute - none", "" using 1:9 with lines lw 1 title "smartswap - none"\n'
+                  'unset multiplot\n' % (os.path.join(a.out, png("stability")), win, steps, date, dat),
+                  os.path.join(a.out, png("stability")))
     W("\n![loss curves](%s)\n" % png("stability") if not err else "\n%s\n" % err)
     rssd = os.path.join(a.out, "rss-%s.dat" % form)
     with open(rssd, "w") as f:
