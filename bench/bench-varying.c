@@ -216,7 +216,8 @@ int main(int argc, char **argv) {
         printf("%-7s Stable evictions %.2f %% of swap-outs (at most 1 %%)\n", c2 ? "met" : "not met", 100 * ev_share);
         printf("%-7s losses of smartswap, static and length bit-identical to none's\n", c3 ? "met" : "not met");
         printf("%-7s tokens/s %.2fx recompute's (at least 1.1x%s), static %.2fx, length %.2fx of smartswap's\n",
-               c4 ? "met" : "not met", vs_rec, rec->ok ? "" : "; recompute ran out of memory",
+               c4 ? "met" : "not met", vs_rec, rec->ok ? "" : rec->oom ? "; recompute ran out of memory" :
+               "; recompute did not train: the budget is below its smallest (see its output)",
                ss->tok_s > 0 ? R[3].tok_s / ss->tok_s : 0, ss->tok_s > 0 ? R[4].tok_s / ss->tok_s : 0);
     }
     char rm[300];

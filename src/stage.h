@@ -138,6 +138,8 @@ typedef struct ssi_stage {
      * of the plan's structure gets a derived profile from them (derive.h) */
     ss_prof_tensor *obs;
     size_t      cap_obs;
+    uint64_t   *obs_key;    /* per observed save: its producer's call site (name, site) */
+    size_t      cap_obs_key;
     uint32_t    nobs;
     int         size_div;       /* a save's size left the plan, its structure did not (yet) */
     int         fuzzy;          /* the iteration skipped operators of its plan: runs under it */

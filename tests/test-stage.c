@@ -314,6 +314,104 @@ static void t_sizes(void) {
 /* SMARTSWAP_REPLAN, bench-varying's baselines: off keeps the first plan (no detail, no plan for
  * the second size); length re-plans the second size in detail (no derivation); a bad value is
  * refused. */
+/* A loop at one call site (a mixture-of-experts layer's experts): K saves by operator "expert"
+ * at site 700, each of its own size (the tokens routed to it), then "expert_bwd" loads them in
+ * reverse. With skip = k, expert k got no tokens: its operator and save do not happen. */
+enum { K = 4 };
+static void run_experts(ss_ctx_t *ctx, const uint64_t bytes[K], int skip, ss_iter_report *rep) {
+    uint32_t ex = named(ctx, "expert"), exb = named(ctx, "expert_bwd");
+    uint64_t h[K];
+    CHECK_OK(ss_ctx_iter_begin(ctx));
+    CHECK_OK(ss_ctx_op(ctx, ID_LIN, 100));
+    for (int k = 0; k < K; k++) {
+        if (k == skip) continue;
+        int64_t shape[2] = {(int64_t)(bytes[k] / 4), 1};
+        CHECK_OK(ss_ctx_op(ctx, ex, 700));
+        CHECK_OK(ss_ctx_save(ctx, buf + 64 * k, bytes[k], SS_DTYPE_F32, 2, shape, 0, &h[k]));
+    }
+    for (int k = K - 1; k >= 0; k--) {
+        if (k == skip) continue;
+        void *p = NULL;
+        CHECK_OK(ss_ctx_op(ctx, exb, 800));
+        CHECK_OK(ss_ctx_load(ctx, h[k], NULL, &p));
+        CHECK(p == buf + 64 * k);
+        CHECK_OK(ss_ctx_release(ctx, h[k]));
+    }
+    CHECK_OK(ss_ctx_op(ctx, ID_STEP, 600));
+    ss_iter_report r;
+    CHECK_OK(ss_ctx_iter_end(ctx, &r));
+    if (rep) *rep = r;
+}
+
+/* The envelope holds each save of a call site at the largest size any save of that site had:
+ * routing that moves tokens from one expert to another stays within it (no growth, no detail);
+ * an expert with no tokens runs under it by fuzzy matching; an evaluation-like iteration that
+ * saves nothing and changed structure probes nothing. */
+static ss_status plan_every4(void *user, const ss_profile *prof, ss_plan **out);
+static void t_site_envelope(void) {
+    ss_ctx_t *ctx = mk(2, 3, 8);
+    /* one checkpoint every 4 operators, so that a short iteration can end before its first */
+    int calls = 0;
+    ssi_planner pl = {plan_every4, NULL, &calls};
+    CHECK_OK(ssi_ctx_set_planner(ctx, &pl));
+    ss_iter_report r;
+    const uint64_t a[K] = {4096, 4096, 4096, 4096}, b[K] = {8192, 2048, 4096, 4096},
+                   c[K] = {2048, 4096, 8192, 2048}, d[K] = {4096, 8192, 8192, 8192},
+                   e[K] = {4096, 16384, 4096, 4096};
+    for (int i = 0; i < 3; i++) run_experts(ctx, a, -1, &r);   /* warm-up, then detailed */
+    CHECK_EQ_INT(r.detailed, 1);
+    run_experts(ctx, b, -1, &r);   /* a second size: the envelope, derived */
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+    CHECK_EQ_INT(r.detailed, 0);
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.derived, 1);
+    /* 8192 moved to expert 2, then to three experts: within the site's largest (a per-ordinal
+     * envelope would grow at both) */
+    run_experts(ctx, c, -1, &r);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+    run_experts(ctx, d, -1, &r);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+    /* expert 1 gets no tokens: fuzzy under the envelope, no detail, then or after */
+    run_experts(ctx, c, 1, &r);
+    CHECK_EQ_INT(r.detailed, 0);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+    run_experts(ctx, c, 1, &r);
+    CHECK_EQ_INT(r.detailed, 0);
+    run_experts(ctx, a, -1, &r);
+    CHECK_EQ_INT(r.detailed, 0);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+    st = stats(ctx);
+    CHECK_EQ_U64(st.derived, 1);
+    CHECK_EQ_U64(st.detailed_iters, 1);
+    /* a larger save than the site has seen, in a run that skips an expert: the envelope grows
+     * (light), and the full structure then runs under it */
+    run_experts(ctx, e, 3, &r);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+    CHECK_EQ_INT(r.detailed, 0);
+    run_experts(ctx, e, -1, &r);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+    run_experts(ctx, c, -1, &r);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+    /* an iteration that saves nothing, of a structure not seen, ending before the first
+     * checkpoint (an evaluation step whose experts routed otherwise): no probe, and the next
+     * iteration runs under the envelope */
+    uint32_t ex = named(ctx, "expert");
+    CHECK_OK(ss_ctx_iter_begin(ctx));
+    CHECK_OK(ss_ctx_op(ctx, ID_LIN, 100));
+    CHECK_OK(ss_ctx_op(ctx, ex, 700));
+    CHECK_OK(ss_ctx_op(ctx, ID_ACT, 900));
+    CHECK_OK(ss_ctx_iter_end(ctx, &r));
+    CHECK_EQ_INT(r.detailed, 0);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_PENDING);
+    run_experts(ctx, d, -1, &r);
+    CHECK_EQ_INT(r.detailed, 0);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+    st = stats(ctx);
+    CHECK_EQ_U64(st.detailed_iters, 1);
+    CHECK_EQ_U64(st.derived, 2);
+    ss_ctx_free(ctx);
+}
+
 static void t_replan_variants(void) {
     spec s1 = plain(), s2 = plain();
     s2.bytes = 8192;
@@ -676,6 +774,7 @@ int main(void) {
     RUN(t_lazy_state);
     RUN(t_alternating);
     RUN(t_sizes);
+    RUN(t_site_envelope);
     RUN(t_replan_variants);
     RUN(t_never_repeats);
     RUN(t_divergence_at_op);
