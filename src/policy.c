@@ -660,7 +660,9 @@ static ss_status prune(ctx *k, uint64_t B, int probes, ss_plan **kept, ssi_sim_r
  * selects again under a lower target. */
 static ss_status plan_with(ctx *k, uint64_t B, attempt *out, int strategy) {
     memset(out, 0, sizeof *out);
-    int rounds = k->cfg->rounds > 0 ? k->cfg->rounds : 3;
+    /* rounds: at most cfg->rounds, else until two rounds in a row make no progress (stall
+     * lower by more than 0.5 % of the step), at most 16 (docs/policy.md step 6) */
+    int fixed = k->cfg->rounds > 0, rounds = fixed ? k->cfg->rounds : 16;
     uint64_t seg = k->cfg->granule_bytes ? k->cfg->granule_bytes
                    : k->cfg->segment_bytes ? k->cfg->segment_bytes : (2u << 20);
     uint64_t target = B, fit_oom = B, step = 0;
@@ -669,7 +671,7 @@ static ss_status plan_with(ctx *k, uint64_t B, attempt *out, int strategy) {
     for (int tries = 0; tries < 8; tries++) {
         run r;
         if ((st = select_at(k, target, &r, strategy))) { run_free(&r); break; }
-        int fits = r.fits;
+        int fits = r.fits, idle = 0;
         for (int round = 0; round < rounds; round++) {
             ss_plan *pl = NULL;
             ssi_sim_result sr;
@@ -678,7 +680,14 @@ static ss_status plan_with(ctx *k, uint64_t B, attempt *out, int strategy) {
             plan_predict(k, pl, &sr, fits);
             int last = !fits || round + 1 == rounds || sr.stall_s == 0;
             if (!last && adjust(k, &r, pl, &sr, target) == 0) last = 1;   /* for the next round */
-            if (better(pl, out->plan)) {
+            int gain = better(pl, out->plan);
+            /* progress: a better plan whose stall is lower by more than 0.5 % of the step (a
+             * smaller gain does not pay for the simulations of further rounds) */
+            int progress = gain && (!out->plan || pl->feasible != out->plan->feasible ||
+                                    pl->stall_s < out->plan->stall_s - 0.005 * out->plan->iter_s);
+            idle = progress ? 0 : idle + 1;
+            if (!fixed && idle >= 2) last = 1;   /* converged: two rounds without progress */
+            if (gain) {
                 ssi_plan_free(out->plan);
                 ssi_sim_result_free(&out->sr);
                 out->plan = pl;
