@@ -193,6 +193,9 @@ $(BUILD)/tests/cuda-emu/kernels-shim.o: tests/cuda-emu/kernels-shim.c gpt/kernel
 	$(CC) $(ALL_CFLAGS) $(CFLAGS_CUDA) -Igpt -c $< -o $@
 $(BUILD)/smartswap-cuda-emu: $(TOOL_OBJ) $(filter-out $(BUILD)/gpt/kernels-cuda.o,$(GPT_OBJ)) $(BUILD)/tests/cuda-emu/kernels-shim.o $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+# test-gpt-cuda on the same shim (its t_ops_bf16: the --dtype bf16 table on the stand-in runtime)
+$(BUILD)/tests/test-gpt-cuda-shim: $(BUILD)/tests/test-gpt-cuda.o $(TESTUTIL) $(filter-out $(BUILD)/gpt/kernels-cuda.o,$(GPT_OBJ)) $(BUILD)/tests/cuda-emu/kernels-shim.o $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 endif
 endif
 # --- [issue 17] end

@@ -16,7 +16,9 @@
 # granules) must give none's losses (bit for bit, per step) and final weights (byte for byte),
 # and so must cpu-sim's run: the plumbing (allocation, transfers, streams, events), not the
 # GPU kernels, which the "kernels" part covers.
-# The train part then runs `--dtype bf16` (gpt/ops-cuda.c's bf16 table, the shim's bf16 products):
+# The train part first runs tests/test-gpt-cuda.c's t_ops_bf16 (the bf16 table's products against
+# the CPU's on rounded inputs) linked to the shim (build/tests/test-gpt-cuda-shim).
+# It then runs `--dtype bf16` (gpt/ops-cuda.c's bf16 table, the shim's bf16 products):
 # its losses must differ from fp32's and its recompute, offload-all, smartswap, --swap-only and
 # granule runs must equal its none bit for bit. It also checks that without a GPU `train --device cuda` fails in one line naming
 # CUDA with exit 1 (the real CLI on this machine's missing driver, and the stand-in with
@@ -59,7 +61,12 @@ case " $parts " in *" device "*)
     ;;
 esac
 case " $parts " in *" train "*)
-    ${MAKE:-make} -s -j2 BUILD="$b" SS_CUDA=1 "$b/smartswap" "$b/smartswap-cuda-emu"
+    ${MAKE:-make} -s -j2 BUILD="$b" SS_CUDA=1 "$b/smartswap" "$b/smartswap-cuda-emu" "$b/tests/test-gpt-cuda-shim"
+    # the --dtype bf16 table's own test (tests/test-gpt-cuda.c t_ops_bf16) on the shim kernels
+    echo "== test-gpt-cuda t_ops_bf16 (gpt/ops-cuda.c's bf16 table on the shim kernels and the fake runtime)"
+    out=$(TEST_GPT_CUDA_ONLY=t_ops_bf16 LD_LIBRARY_PATH="$d" "$b/tests/test-gpt-cuda-shim" 2>&1) &&
+        printf '%s\n' "$out" | grep -q '^ok   t_ops_bf16' || { printf '%s\n' "$out"; echo "cuda-emu: t_ops_bf16 on the shim FAILED"; exit 1; }
+    printf '%s\n' "$out" | tail -n 1
     # 8 layers: the saved activations dwarf one operator's working set, so a quarter of them
     # (on top of the state) is above the smallest budget
     M="train --layers 8 --hidden 32 --heads 4 --kv-heads 1 --ffn 64 --seq 64 --batch 8 --steps 6 --quiet"
@@ -153,7 +160,7 @@ PY
 CXX=${CXX:-g++}
 CC=${CC:-cc}
 $CXX -O1 -g -std=c++17 -Itests/cuda-emu -Igpt -w -c "$d/kernels-emu.cpp" -o "$d/kernels-emu.o"
-$CC -std=c11 -O2 -g -D_GNU_SOURCE -DSS_GPT_CUDA=1 -Igpt -Iinclude -Isrc -Wall -Wextra -c tests/test-gpt-cuda.c -o "$d/test.o"
+$CC -std=c11 -O2 -g -D_GNU_SOURCE -DSS_GPT_CUDA=1 -DSS_GPT_NO_OPS=1 -Igpt -Iinclude -Isrc -Wall -Wextra -c tests/test-gpt-cuda.c -o "$d/test.o"
 $CC -std=c11 -O2 -g -Igpt -Wall -Wextra -Wno-unknown-pragmas -c gpt/kernels-cpu.c -o "$d/kernels-cpu.o"
 $CXX -o "$d/test-gpt-cuda-emu" "$d/test.o" "$d/kernels-emu.o" "$d/kernels-cpu.o" -lm
 echo "== fibers in order"

@@ -25,6 +25,9 @@
 
 #ifdef SS_GPT_CUDA
 #include "kernels-cuda.h"
+#ifndef SS_GPT_NO_OPS
+#include "ops.h"
+#endif
 #endif
 
 #define TOL_ELEM 1e-6
@@ -520,6 +523,63 @@ static void t_bf16(void) {
     fb_free(&x); fb_free(&back); fb_free(&out); fb_free(&inp); fb_free(&w); fb_free(&dout); fb_free(&dinp);
     fb_free(&dw); fb_free(&out32); fb_free(&dinp32); fb_free(&dw32);
 }
+#ifndef SS_GPT_NO_OPS
+/* The trainer's --dtype bf16 table (gpt/ops-cuda.c, gpt_ops_cuda_bf16): its matrix products round
+ * their inputs into scratch buffers and call the bf16 products. Against the CPU's fp32 products of
+ * the rounded inputs (TOL_FWD / TOL_BWD); backward with only dinp or only dw asked for gives the
+ * same bits as with both; and the output differs from the unrounded fp32 product (so the table
+ * does round). A small product first makes the larger one grow the scratch. Not in the lockstep
+ * emulator (it links the kernels, not the table: SS_GPT_NO_OPS). */
+static void t_ops_bf16(void) {
+    NEED_GPU();
+    char err[256];
+    const gpt_ops *o = gpt_ops_cuda_bf16(err, sizeof err);
+    CHECK_MSG(o != NULL, "gpt_ops_cuda_bf16: %s", err);
+    if (!o) return;
+    fbuf sa = fb(64, 1), sb = fb(64, 1), sc = fb(64, 0);
+    push(&sa); push(&sb);
+    o->matmul_fwd(sc.d, sa.d, sb.d, 8, 8, 8);
+    CHECK_MSG(o->sync(err, sizeof err) == 0, "small bf16 product: %s", err);
+    fb_free(&sa); fb_free(&sb); fb_free(&sc);
+    const int M = 70, K = 48, N = 33;
+    fbuf out = fb((size_t)M * N, 0), inp = fb((size_t)M * K, 1), w = fb((size_t)N * K, 0.5f), dout = fb((size_t)M * N, 1);
+    fbuf dinp = fb((size_t)M * K, 0.3f), dw = fb((size_t)N * K, 0.3f);
+    fbuf dinp1 = fb((size_t)M * K, 0), dw1 = fb((size_t)N * K, 0);   /* backward with one output only */
+    memcpy(dinp1.h, dinp.h, dinp.n * sizeof(float));
+    memcpy(dw1.h, dw.h, dw.n * sizeof(float));
+    float *ri = malloc(inp.n * sizeof(float)), *rw = malloc(w.n * sizeof(float)), *rd = malloc(dout.n * sizeof(float));
+    float *o32 = malloc(out.n * sizeof(float));
+    CHECK(ri && rw && rd && o32);
+    if (!ri || !rw || !rd || !o32) return;
+    for (size_t i = 0; i < inp.n; i++) ri[i] = bf16_float(bf16_bits(inp.h[i]));
+    for (size_t i = 0; i < w.n; i++) rw[i] = bf16_float(bf16_bits(w.h[i]));
+    for (size_t i = 0; i < dout.n; i++) rd[i] = bf16_float(bf16_bits(dout.h[i]));
+    k_matmul_fwd(out.c, ri, rw, M, K, N);
+    k_matmul_bwd(dinp.c, dw.c, rd, ri, rw, M, K, N);
+    k_matmul_fwd(o32, inp.h, w.h, M, K, N);
+    for (int rep = 0; rep < 2; rep++) {
+        push(&inp); push(&w); push(&dout); push(&dinp); push(&dw); push(&dinp1); push(&dw1);
+        o->matmul_fwd(out.d, inp.d, w.d, M, K, N);
+        o->matmul_bwd(dinp.d, dw.d, dout.d, inp.d, w.d, M, K, N);
+        o->matmul_bwd(dinp1.d, NULL, dout.d, inp.d, w.d, M, K, N);
+        o->matmul_bwd(NULL, dw1.d, dout.d, inp.d, w.d, M, K, N);
+        CHECK_MSG(o->sync(err, sizeof err) == 0, "bf16 table: %s", err);
+        pull(&out, rep); pull(&dinp, rep); pull(&dw, rep); pull(&dinp1, rep); pull(&dw1, rep);
+    }
+    check_out("ops bf16 matmul out", &out, TOL_FWD, 0);
+    check_out("ops bf16 matmul dinp", &dinp, TOL_BWD, 1);
+    check_out("ops bf16 matmul dw", &dw, TOL_BWD, 1);
+    CHECK_MSG(memcmp(dinp1.r[0], dinp.r[0], dinp.n * sizeof(float)) == 0, "bf16 table: dinp alone differs from dinp with dw");
+    CHECK_MSG(memcmp(dw1.r[0], dw.r[0], dw.n * sizeof(float)) == 0, "bf16 table: dw alone differs from dw with dinp");
+    CHECK_MSG(memcmp(out.r[0], o32, out.n * sizeof(float)) != 0, "bf16 table: the output equals the fp32 product (no rounding)");
+    free(ri); free(rw); free(rd); free(o32);
+    fb_free(&out); fb_free(&inp); fb_free(&w); fb_free(&dout); fb_free(&dinp); fb_free(&dw); fb_free(&dinp1);
+    fb_free(&dw1);
+}
+#else
+static void t_ops_bf16(void) { TEST_SKIP("the lockstep emulator links the kernels, not gpt/ops-cuda.c's table"); }
+#endif
+
 int main(void) {
     gpt_kernels_init();
     char err[256];
@@ -540,21 +600,26 @@ static void t_embedding(void) { NEED_GPU(); }
 static void t_cross_entropy(void) { NEED_GPU(); }
 static void t_moe(void) { NEED_GPU(); }
 static void t_adamw(void) { NEED_GPU(); }
+static void t_ops_bf16(void) { NEED_GPU(); }
 static void t_errors(void) { NEED_GPU(); }
 static void t_bf16(void) { NEED_GPU(); }
 int main(void) {
 #endif
-    RUN(t_matmul);
-    RUN(t_rmsnorm);
-    RUN(t_rope);
-    RUN(t_attention);
-    RUN(t_elementwise);
-    RUN(t_embedding);
-    RUN(t_cross_entropy);
-    RUN(t_moe);
-    RUN(t_adamw);
-    RUN(t_bf16);
-    RUN(t_errors);
+    /* TEST_GPT_CUDA_ONLY=t_name runs that test alone (scripts/cuda-emu-check.sh's shim run) */
+    const char *only = getenv("TEST_GPT_CUDA_ONLY");
+#define RUN_SEL(fn) do { if (!only || !strcmp(only, #fn)) RUN(fn); } while (0)
+    RUN_SEL(t_matmul);
+    RUN_SEL(t_rmsnorm);
+    RUN_SEL(t_rope);
+    RUN_SEL(t_attention);
+    RUN_SEL(t_elementwise);
+    RUN_SEL(t_embedding);
+    RUN_SEL(t_cross_entropy);
+    RUN_SEL(t_moe);
+    RUN_SEL(t_adamw);
+    RUN_SEL(t_bf16);
+    RUN_SEL(t_ops_bf16);
+    RUN_SEL(t_errors);
 #ifdef SS_GPT_CUDA
     if (gpu_ok) gpt_cuda_shutdown();
 #endif

@@ -259,3 +259,38 @@ void kc_matmul_bwd_bf16(float *dinp, float *dw, const uint16_t *dout, const uint
                         int K, int N) {
     LAUNCH(mm16_b, dinp, dw, dout, inp, w, M, K, N);
 }
+
+/* device memory helpers of kernels-cuda.h, for tests/test-gpt-cuda.c linked to this shim
+ * (scripts/cuda-emu-check.sh, part "train": its t_ops_bf16 on the stand-in runtime) */
+void *gpt_cuda_malloc(size_t bytes) {
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    note(e, "cudaMalloc");
+    return e == cudaSuccess ? p : NULL;
+}
+void gpt_cuda_free(void *p) {
+    if (p) note(cudaFree(p), "cudaFree");
+}
+int gpt_cuda_upload(void *dst, const void *src, size_t bytes) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(g_stream);
+    note(e, "gpt_cuda_upload");
+    return e == cudaSuccess ? 0 : -1;
+}
+int gpt_cuda_download(void *dst, const void *src, size_t bytes) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(g_stream);
+    note(e, "gpt_cuda_download");
+    return e == cudaSuccess ? 0 : -1;
+}
+typedef struct { float *mean; const float *losses; int M; } lm;
+static void run_lm(void *p) {   /* as kernels-cuda.cu: summed in double, in row order */
+    lm *a = p;
+    double s = 0;
+    for (int i = 0; i < a->M; i++) s += a->losses[i];
+    *a->mean = (float)(s / a->M);
+    free(a);
+}
+void kc_loss_mean(float *mean, const float *losses, int M) {
+    if (M > 0) LAUNCH(lm, mean, losses, M);
+}
