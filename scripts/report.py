@@ -375,7 +375,8 @@ def main():
                 g = lambda k: t.get(k)
                 ratio = lambda x, y: "%.3fx" % (x / y) if x and y else "n/a (out of memory)"
                 W("| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                    r["link"], r["over"], *(fmt(g(k), "%.0f") for k in ("none", "recompute", "offload-all", "swap-only", "smartswap")),
+                    r["link"], r["over"], *(fmt(g(k), "%.0f") if g(k) else "out of memory"
+                                            for k in ("none", "recompute", "offload-all", "swap-only", "smartswap")),
                     ratio(g("smartswap"), g("recompute")), ratio(g("smartswap"), g("offload-all")), ratio(g("smartswap"), g("none"))))
                 f.write("%s %g %s\n" % (r["link"], r["over"], " ".join(
                     "%.3f" % (tok / g(k) * 1e3) if g(k) else "NaN" for k in ("none", "recompute", "offload-all", "smartswap"))))
@@ -400,6 +401,12 @@ def main():
             summary.append("throughput: smartswap %.2fx-%.2fx recompute's tokens/s over %d rows (seed 1.16-1.19x)%s" % (
                 min(best), max(best), len(best), "; in %d more rows smartswap trains and recompute does not fit" % nofit
                 if nofit else ""))
+        for r in rows:
+            t = r["tokens_per_s"]
+            if t.get("none") and not any(t.get(k) for k in ("recompute", "offload-all", "swap-only", "smartswap")):
+                W("- %s %gx: no memory-saving mode trains at %d bytes (bench-train drives the library without the "
+                  "trainer's smallest-budget check, so each ran out of memory in its first steps; `smartswap train` "
+                  "refuses such a budget before step 1, naming its smallest budget)." % (r["link"], r["over"], r["budget_bytes"]))
         # why a row falls short of the seed, from the bounds the same row measured
         for r in rows:
             t = r["tokens_per_s"]
