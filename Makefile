@@ -227,7 +227,7 @@ test: all
 # REPORT_PYTHON: the python with torch for bench/torch_compare.py (its section is skipped without it)
 REPORT_PYTHON ?= $(firstword $(wildcard .venv/bin/python) /work/main/.venv/bin/python)
 bench: all
-	OMP_WAIT_POLICY=passive nice python3 scripts/report.py --build $(BUILD) --python $(REPORT_PYTHON)
+	OMP_WAIT_POLICY=passive nice python3 scripts/report.py --build $(BUILD) --python $(REPORT_PYTHON) --readme README.md
 
 bench-quick: all
 	OMP_WAIT_POLICY=passive nice python3 scripts/report.py --quick --build $(BUILD) --python $(REPORT_PYTHON)

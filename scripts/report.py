@@ -143,6 +143,8 @@ def main():
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--python", default="/work/main/.venv/bin/python",
                     help="python with torch for bench/torch_compare.py (skipped when absent)")
+    ap.add_argument("--readme", metavar="FILE", default=None,
+                    help="also rewrite the quoted summary between FILE's report-summary markers (make bench: README.md)")
     ap.add_argument("--parse-only", metavar="RAWDIR", default=None,
                     help="do not run: re-write the report from the outputs saved in RAWDIR")
     a = ap.parse_args()
@@ -665,7 +667,28 @@ def main():
     rp = os.path.join(a.out, "REPORT.md" if not quick else "REPORT-quick.md")
     open(rp, "w").write(text)
     log("wrote %s (%.0f s)" % (rp, time.time() - t_start))
+    if a.readme:
+        quote_in_readme(a.readme, rp, summary, date, commit, elapsed, "make bench-quick" if quick else "make bench")
     return 0
+
+
+README_BEGIN = "<!-- report-summary: written by scripts/report.py --readme; do not edit by hand -->"
+README_END = "<!-- /report-summary -->"
+
+
+def quote_in_readme(path, report_path, summary, date, commit, elapsed, cmd):
+    """Replaces the block between README_BEGIN and README_END in path with this run's summary."""
+    text = open(path).read()
+    i, j = text.find(README_BEGIN), text.find(README_END)
+    if i < 0 or j < i:
+        log("%s has no report-summary markers: not quoted (add the two lines %r and %r where the summary goes)" % (
+            path, README_BEGIN, README_END))
+        return
+    block = "\n".join([README_BEGIN, "", "`%s` on %s at commit %s (cpu-sim, %d cores, %s), from `%s`:" % (
+        cmd, date, commit, os.cpu_count() or 0, elapsed, report_path), ""] +
+        ["- " + x for x in summary] + ["", README_END])
+    open(path, "w").write(text[:i] + block + text[j + len(README_END):])
+    log("quoted the summary in %s" % path)
 
 
 def median(xs):

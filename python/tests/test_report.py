@@ -82,3 +82,25 @@ def test_broken_outputs_are_not_measured(tmp_path):
     assert "bench-varying's JSON did not parse" in text
     assert "Measured here: not measured (bench-recordstream printed no ratio" in text
     assert "## 8. PyTorch\n\nSkipped:" in text
+
+
+def test_readme_quote(tmp_path):
+    readme = tmp_path / "README.md"
+    begin = "<!-- report-summary: written by scripts/report.py --readme; do not edit by hand -->"
+    readme.write_text("# title\n\nbefore\n\n%s\nstale line\n<!-- /report-summary -->\n\nafter\n" % begin)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "report.py"), "--parse-only", RAW,
+                        "--out", str(tmp_path / "out"), "--readme", str(readme)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = readme.read_text()
+    assert "stale line" not in text and text.startswith("# title\n\nbefore\n") and text.endswith("\nafter\n")
+    quoted = text.split(begin)[1].split("<!-- /report-summary -->")[0]
+    summary = (tmp_path / "out" / "REPORT-quick.md").read_text().split("## Summary\n")[1].split("\n\n")[0]
+    assert summary.strip() and summary.strip() in quoted
+    assert open(os.path.join(RAW, "date")).read().strip() in quoted
+    # without the markers the file is left as it was, and the run says so
+    readme.write_text("no markers\n")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "report.py"), "--parse-only", RAW,
+                        "--out", str(tmp_path / "out"), "--readme", str(readme)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 0 and readme.read_text() == "no markers\n" and "no report-summary markers" in r.stderr

@@ -1,0 +1,1 @@
+build/smartswap replay bench/results/raw-full/acc.sstrace --budget 6100480 --plan bench/results/raw-full/acc.planacc-25 --iters 12 --json --iter-time 0.02 --d2h 1 --h2d 1

@@ -1,0 +1,1 @@
+build/bench/bench-varying --json --steps 40
