@@ -91,6 +91,7 @@ typedef struct exec {
                                              an unplanned tensor takes its own slot */
     uint32_t    *ent_of; size_t cap_ent_of;   /* per feature: plan entry, or SS_NONE */
     uint32_t    *tent; size_t cap_tent;       /* per profile tensor: plan entry (build) */
+    uint32_t    *fop; size_t cap_fop;         /* per profile operator: its first save's feature */
     uint32_t     nfeat;
     uint32_t    *nmap;  size_t cap_nmap;
     ssi_match_feat *feat; size_t cap_feat;
@@ -102,7 +103,8 @@ typedef struct exec {
     xt         **early; size_t cap_early; /* release_out_early: candidates */
     uint64_t     out_seq;
     uint64_t     base_k, next_base;
-    uint32_t     cur, fwd_end;
+    uint32_t     cur, fwd_end;     /* operator indices in the plan's numbering (plan_index) */
+    uint32_t     poff;             /* the plan's index of the live operator idx is idx + poff */
     int          bwd, in_iter;
     xt          *head;
     ss_status    err;              /* first error of an op hook, returned at iter_end */
@@ -320,7 +322,10 @@ static ss_status index_build(exec *x) {
         nf = 0;
         for (uint32_t t = 0; t < pr->ntensors; t++) nf += (pr->tensors[t].flags & SS_TENSOR_SAVED) != 0;
         nnames = pr->nnames;
-        if (ssi_grow(&x->tent, &x->cap_tent, pr->ntensors + 1, sizeof *x->tent)) return SS_ERR_HOST_OOM;
+        if (ssi_grow(&x->tent, &x->cap_tent, pr->ntensors + 1, sizeof *x->tent) ||
+            ssi_grow(&x->fop, &x->cap_fop, pr->nops + 1, sizeof *x->fop))
+            return SS_ERR_HOST_OOM;
+        for (uint32_t o = 0; o < pr->nops; o++) x->fop[o] = SS_NONE;
     }
     if (ssi_grow(&x->nmap, &x->cap_nmap, nnames + 1, sizeof *x->nmap) ||
         ssi_grow(&x->feat, &x->cap_feat, nf + 1, sizeof *x->feat) ||
@@ -354,6 +359,7 @@ static ss_status index_build(exec *x) {
             ft->bytes = y->bytes;
             ft->ordinal = 0;
             x->ent_of[f] = x->tent[t];
+            if (y->producer < pr->nops && x->fop[y->producer] == SS_NONE) x->fop[y->producer] = f;
             f++;
         }
     } else {
@@ -672,14 +678,36 @@ static ss_status free_due(exec *x, uint64_t k) {
 
 /* ---- the op hook -------------------------------------------------------------------------- */
 
-static ss_status op_locked(exec *x, uint32_t idx) {
+/* The plan's index of the live operator idx. An iteration that skips operators of its plan (a
+ * mixture-of-experts expert that got no tokens: the stage runs it under the plan with every
+ * expert by fuzzy matching) would otherwise reach each of the plan's swap-out, free and swap-in
+ * points late by the operators skipped so far. When the live operator is not the plan's at idx +
+ * poff but is within 64 operators ahead, the offset grows to it; it never shrinks, and a
+ * repeated name (the next expert's operators, at the same call sites) keeps the mapping behind,
+ * never ahead. */
+static uint32_t plan_index(exec *x, uint32_t idx) {
+    const ss_profile *p = x->prof;
+    uint32_t j = idx + x->poff;
+    if (!p || !x->plan || j >= p->nops) return j;
+    const ssi_ring_op *r = &x->ctx->ring[idx & x->ctx->ring_mask];
+    if (p->ops[j].name == r->id && p->ops[j].site == r->site) return j;
+    for (uint32_t k = j + 1; k < p->nops && k <= j + 64; k++)
+        if (p->ops[k].name == r->id && p->ops[k].site == r->site) {
+            x->poff += k - j;
+            return k;
+        }
+    return j;
+}
+
+static ss_status op_locked(exec *x, uint32_t live) {
     ss_status st = SS_OK, s2;
+    uint32_t idx = plan_index(x, live);
     x->cur = idx;
     if (x->tl_rec) {
         tl_close_op(x);
-        uint32_t id = x->ctx->ring[idx & x->ctx->ring_mask].id;
+        uint32_t id = x->ctx->ring[live & x->ctx->ring_mask].id;
         ssi_fmt(x->op_name, sizeof x->op_name, "%s", x->ctx->names[id]);
-        x->op_idx = idx;
+        x->op_idx = live;
         x->op_t0 = dnow(x);
         x->tl_have = 1;
     }
@@ -909,6 +937,7 @@ static ss_status x_iter_begin(void *self, ss_ctx_t *ctx, const ss_plan *plan) {
         (void)ss_alloc_park(x->alloc);
     x->base_k = x->next_base;
     x->cur = 0;
+    x->poff = 0;
     x->fwd_end = 0;
     x->bwd = 0;
     x->in_iter = 1;
@@ -959,7 +988,7 @@ static ss_status x_save(void *self, ss_ctx_t *ctx, uint64_t hv, ssi_handle *h) {
     if (!t) return SS_ERR_HOST_OOM;
     tl_held = ctx;
     uint32_t n = atomic_load_explicit(&ctx->n, memory_order_relaxed);
-    uint32_t op = n ? n - 1 : 0;
+    uint32_t live = n ? n - 1 : 0, op = live + x->poff;   /* the plan's index (plan_index) */
     t->hv = hv;
     t->iter = t->use_iter = ctx->iter;
     t->ord = h->ord;
@@ -976,9 +1005,16 @@ static ss_status x_save(void *self, ss_ctx_t *ctx, uint64_t hv, ssi_handle *h) {
     if (x->mode == SS_SWAP_OFFLOAD_ALL && !noswap) {
         st = issue_out(x, t, h, x->base_k + op + 1, 0);
     } else if (x->mode == SS_SWAP_SMARTSWAP && x->nfeat) {
-        const ssi_ring_op *r = &ctx->ring[op & ctx->ring_mask];
+        const ssi_ring_op *r = &ctx->ring[live & ctx->ring_mask];
         ssi_match_feat f = {r->id, r->site, h->dtype, h->ndim, h->shape, h->bytes, 0};
         st = ordinal_next(x, r->id, r->site, h->dtype, &f.ordinal);
+        /* an iteration that skipped operators of its plan (plan_index): the ordinal of the plan's
+         * save at this operator of the plan, where it is one of the same key, rather than the
+         * count of this iteration's saves, which every skipped save before it shifted */
+        if (!st && x->poff && x->prof && op < x->prof->nops && x->fop[op] != SS_NONE) {
+            const ssi_match_feat *pf = &x->feat[x->fop[op]];
+            if (pf->name == r->id && pf->site == r->site && pf->dtype == h->dtype) f.ordinal = pf->ordinal;
+        }
         int exact = 0;
         uint32_t k = st ? SS_NONE : match(x, &f, &exact);
         if (k != SS_NONE) x->taken[k] = 1;
@@ -1163,7 +1199,7 @@ static ss_status x_iter_end(void *self, ss_ctx_t *ctx, ss_iter_report *rep) {
     exec *x = self;
     tl_held = ctx;
     uint32_t n = atomic_load_explicit(&ctx->n, memory_order_relaxed);
-    uint32_t len = n;
+    uint32_t len = n + x->poff;
     if (x->plan && x->plan->nops > len) len = x->plan->nops;
     uint64_t kend = x->base_k + len;
     ss_status st = free_due(x, kend);   /* free points past this iteration's end */
@@ -1268,7 +1304,7 @@ static void x_destroy(void *self) {
     if (x->own_compute && x->compute) ss_stream_free(x->dev, x->compute);
     if (x->own_pool && x->pool) ss_hostpool_destroy(x->pool);
     free(x->evall); free(x->evfree); free(x->evdef);
-    free(x->nmap); free(x->feat); free(x->ent_of); free(x->tent); free(x->sorted); free(x->taken); free(x->otab);
+    free(x->nmap); free(x->feat); free(x->ent_of); free(x->tent); free(x->fop); free(x->sorted); free(x->taken); free(x->otab);
     free(x->outq.a); free(x->inq.a); free(x->freeq.a); free(x->late); free(x->early);
     ssi_timeline_free(&x->tl);
     ssi_timeline_free(&x->tl_last);

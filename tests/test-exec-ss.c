@@ -297,10 +297,118 @@ static void t_no_trim_at_iteration_start(void) {
     rig_close(&r);
 }
 
+/* A plan with its profile: two layers of three experts ("e", one call site), each expert's
+ * tensor swapped out after its save and back in before its layer's backward; the iteration's
+ * layer 0 expert 1 gets no tokens (its operator and save do not happen). The executor re-indexes
+ * the plan's operators to the live ones (at the "f" after the experts) and matches layer 1's
+ * saves by the plan's save at that operator, so each is swapped in at its own layer's point:
+ * no load misses, no eviction, the bytes intact. Before, the live ordinals of "e" were shifted by
+ * the skipped save for the rest of the iteration: layer 1's first expert took layer 0's last
+ * entry, whose swap-in comes after layer 1's backward (a miss), and every swap-in point came
+ * late by the skipped operator. */
+static void t_skipped_expert_reindexed(void) {
+    rig r;
+    if (!rig_open(&r, 1.0, 32 * MiB, 0)) { rig_close(&r); return; }
+    const uint64_t n = 64 * KiB;
+    uint32_t e = 0;
+    CHECK_OK(ss_ctx_intern(r.ctx, "e", &e));
+    ss_profile *p = NULL;
+    CHECK_OK(ssi_profile_new(&p));
+    if (!p) { rig_close(&r); return; }
+    uint32_t pf, pe, pb;
+    CHECK_OK(ssi_profile_intern(p, "f", &pf));
+    CHECK_OK(ssi_profile_intern(p, "e", &pe));
+    CHECK_OK(ssi_profile_intern(p, "b", &pb));
+    /* ops: 0 f10 | 1-3 e20 | 4 f30 | 5-7 e20 | 8 f30 | 9 b40 | 10 b41 (uses layer 1) | 11 b42 |
+     * 12 b43 (uses layer 0) */
+    const uint32_t name[13] = {pf, pe, pe, pe, pf, pe, pe, pe, pf, pb, pb, pb, pb};
+    const uint64_t site[13] = {10, 20, 20, 20, 30, 20, 20, 20, 30, 40, 41, 42, 43};
+    for (uint32_t i = 0; i < 13; i++) {
+        ss_prof_op o;
+        memset(&o, 0, sizeof o);
+        o.name = name[i];
+        o.site = site[i];
+        o.phase = i < 9 ? SS_PHASE_FWD : SS_PHASE_BWD;
+        o.seconds = 1e-4;
+        CHECK_OK(ssi_profile_add_op(p, &o, NULL));
+    }
+    const uint32_t prod[6] = {1, 2, 3, 5, 6, 7};
+    for (uint32_t t = 0; t < 6; t++) {
+        ss_prof_tensor y;
+        memset(&y, 0, sizeof y);
+        y.bytes = n;
+        y.dtype = SS_DTYPE_U8;
+        y.producer = prod[t];
+        y.release = t < 3 ? 12 : 10;
+        y.flags = SS_TENSOR_SAVED;
+        CHECK_OK(ssi_profile_add_tensor(p, &y, NULL));
+    }
+    for (uint32_t t = 3; t < 6; t++) CHECK_OK(ssi_profile_add_use(p, t, 10));
+    for (uint32_t t = 0; t < 3; t++) CHECK_OK(ssi_profile_add_use(p, t, 12));
+    CHECK_OK(ssi_profile_finalize(p));
+    /* entries: out after its save, free one op later, in one op before its use */
+    for (uint32_t t = 0; t < 6; t++) {
+        ss_plan_entry en;
+        memset(&en, 0, sizeof en);
+        en.name = r.pf;
+        en.site = 20;
+        en.dtype = SS_DTYPE_U8;
+        en.bytes = n;
+        en.ordinal = t;
+        en.tensor = t;
+        en.out_op = prod[t];
+        en.free_op = prod[t] + 1;
+        en.in_op = t < 3 ? 11 : 9;
+        en.use_op = t < 3 ? 12 : 10;
+        CHECK_OK(ssi_plan_add_entry(r.plan, &en));
+    }
+    r.plan->nops = 13;
+    ssi_plan_sort(r.plan);
+    CHECK_OK(ssi_exec_set_plan(r.ctx, r.plan, p));
+    CHECK_OK(ss_ctx_iter_begin(r.ctx));
+    uint64_t h[6];
+    const int live_t[5] = {0, 2, 3, 4, 5};   /* the plan's tensors the live saves stand for */
+    CHECK_OK(ss_ctx_op(r.ctx, r.f, 10));
+    for (int k = 0; k < 2; k++) {   /* layer 0: experts 0 and 2 */
+        CHECK_OK(ss_ctx_op(r.ctx, e, 20));
+        h[live_t[k]] = save_new(&r, n, (uint64_t)live_t[k] + 1, NULL);
+    }
+    CHECK_OK(ss_ctx_op(r.ctx, r.f, 30));
+    for (int k = 2; k < 5; k++) {   /* layer 1: experts 0, 1, 2 */
+        CHECK_OK(ss_ctx_op(r.ctx, e, 20));
+        h[live_t[k]] = save_new(&r, n, (uint64_t)live_t[k] + 1, NULL);
+    }
+    CHECK_OK(ss_ctx_op(r.ctx, r.f, 30));
+    CHECK_OK(ss_ctx_op(r.ctx, r.b, 40));
+    CHECK_OK(ss_ctx_op(r.ctx, r.b, 41));
+    for (int t = 5; t >= 3; t--) { load_check(&r, h[t], n, (uint64_t)t + 1); CHECK_OK(ss_ctx_release(r.ctx, h[t])); }
+    CHECK_OK(ss_ctx_op(r.ctx, r.b, 42));
+    CHECK_OK(ss_ctx_op(r.ctx, r.b, 43));
+    for (int k = 1; k >= 0; k--) {
+        int t = live_t[k];
+        load_check(&r, h[t], n, (uint64_t)t + 1);
+        CHECK_OK(ss_ctx_release(r.ctx, h[t]));
+    }
+    ss_iter_report rep;
+    CHECK_OK(ss_ctx_iter_end(r.ctx, &rep));
+    ss_exec_report er;
+    CHECK_OK(ss_ctx_exec_report(r.ctx, &er));
+    CHECK_EQ_U64(er.swap_outs, 5);
+    CHECK_EQ_U64(er.swap_ins, 5);
+    CHECK_EQ_U64(er.misses, 0);
+    CHECK_EQ_U64(er.evictions, 0);
+    CHECK_OK(ss_alloc_check(r.al));
+    CHECK_EQ_U64(astats(&r).in_use_bytes, 0);
+    ssi_exec_set_plan(r.ctx, NULL, NULL);
+    ssi_profile_free(p);
+    rig_close(&r);
+}
+
 int main(void) {
     RUN(t_load_while_out_keeps_event);
     RUN(t_poison_many_late);
     RUN(t_early_release_waits_for_need);
     RUN(t_no_trim_at_iteration_start);
+    RUN(t_skipped_expert_reindexed);
     return test_summary();
 }
