@@ -18,9 +18,10 @@
 #            under a 24 GiB budget with the pinned host pool capped at 16 GiB: the real peak,
 #            step time and stall against `smartswap simulate`'s prediction (relative errors)
 #   torch    bench/gpu-torch.sh (the PyTorch adapter on cuda)
-# Writes $OUT (when set, else bench/results/)/gpu-check-<date>.log with each stage's output and
-# the summary table at the end. Exit status: 0 all passed (or no GPU: everything skipped),
-# 1 a stage failed or timed out, 2 a stage reported TODO (not implemented; none does now).
+# Writes $OUT (when set, else bench/results/; without a GPU /tmp/)/gpu-check-<date>.log with each
+# stage's output and the summary table at the end. Exit status: 0 all passed (or no GPU:
+# everything skipped), 1 a stage failed or timed out, 2 a stage reported TODO (not implemented;
+# none does now).
 #   bash bench/gpu-check.sh --plan [--quick]   prints the stages, limits and commands; runs nothing
 # Knobs for trying the stages' logic without a GPU: GPU_CHECK_DEVICE (default cuda; cpu-sim runs
 # trainer and replay on the simulated device), GPU_CHECK_FORCE=1 (run the GPU stages even when
@@ -102,7 +103,13 @@ if [ $plan = 1 ]; then
     done
     exit 0
 fi
-dest=${OUT:-bench/results}
+# without a GPU (and without $OUT) the log goes to /tmp, not bench/results/: scripts/report.py
+# quotes the newest bench/results/gpu-check-*.log as the GPU's figures
+has_gpu=0
+nvidia-smi -L 2>/dev/null | grep -q '^GPU' && has_gpu=1
+if [ -n "${OUT:-}" ]; then dest=$OUT
+elif [ $has_gpu = 1 ]; then dest=bench/results
+else dest=${TMPDIR:-/tmp}; fi
 mkdir -p "$dest"
 day=$(date +%Y-%m-%d)
 log="$dest/gpu-check-$day.log"
@@ -111,7 +118,7 @@ exec > >(tee "$log") 2>&1
 t_start=$(date +%s)
 echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)$([ $quick = 1 ] && echo ' (--quick)')"
 gpu=0
-if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+if [ $has_gpu = 1 ]; then
     gpu=1
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
 fi
@@ -356,7 +363,7 @@ for i in "${!names[@]}"; do
 done
 verdict=$(case $rc in 0) echo PASS ;; 1) echo FAIL ;; 2) echo 'INCOMPLETE (a stage is not implemented yet)' ;; esac)
 if [ $gpu = 0 ]; then echo "gpu-check: no GPU: nothing on the GPU was proven"; [ $rc = 0 ] && verdict="SKIPPED (no GPU)"; fi
-[ "${GPU_CHECK_FORCE:-0}" = 1 ] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU' && verdict="$verdict (GPU_CHECK_FORCE=1 without a GPU: a dry run, nothing on a GPU was proven)"
+[ "${GPU_CHECK_FORCE:-0}" = 1 ] && [ $has_gpu = 0 ] && verdict="$verdict (GPU_CHECK_FORCE=1 without a GPU: a dry run, nothing on a GPU was proven)"
 echo "gpu-check: $verdict"
 rm -rf "$work"
 exit $rc
