@@ -89,8 +89,12 @@ typedef struct mb_probe {
     gpt_buf **slots;
     size_t   nslots, cap;
     gpt_mem *mem;
+    int      drop;          /* the hybrid's probe: every rebuildable save dropped (and rebuilt) */
     char     err[160];
 } mb_probe;
+
+/* The slot of a save the probe dropped (drop mode): no buffer is held; backward rebuilds it. */
+static gpt_buf mb_dropped_slot;
 
 static int mb_state_kind(int k) { return k == GPT_MEM_WEIGHT || k == GPT_MEM_GRAD || k == GPT_MEM_OPTIM || k == GPT_MEM_CONST; }
 
@@ -169,6 +173,14 @@ static int mb_save(void *u, gpt_buf *buf, const gpt_save_info *info, uint64_t *h
         p->slots = t;
         p->cap = cap;
     }
+    if (p->drop && info && info->rebuildable) {
+        /* as the hybrid's store drops a save it plans to recompute: nothing held, and backward
+         * rebuilds it into a buffer of its own (held until its last save goes; not swappable)
+         * from its sources, loaded for the operator that needs it */
+        p->slots[p->nslots++] = &mb_dropped_slot;
+        *h = p->nslots;
+        return 0;
+    }
     if (r->saves == 0) {
         p->host_live += mb_host(p, buf, r->charged);
         if (p->host_live > p->host_peak) p->host_peak = p->host_live;
@@ -183,7 +195,10 @@ static int mb_save(void *u, gpt_buf *buf, const gpt_save_info *info, uint64_t *h
 }
 static int mb_load(void *u, uint64_t h, void **ptr) {
     mb_probe *p = u;
-    if (!h || h > p->nslots || !p->slots[h - 1]) { snprintf(p->err, sizeof p->err, "probe: bad handle"); return 1; }
+    if (!h || h > p->nslots || !p->slots[h - 1] || p->slots[h - 1] == &mb_dropped_slot) {
+        snprintf(p->err, sizeof p->err, "probe: bad handle");
+        return 1;
+    }
     gpt_buf *b = p->slots[h - 1];
     mb_touch(p, b->impl);
     *ptr = b->ptr;
@@ -194,6 +209,11 @@ static void mb_release(void *u, uint64_t h) {
     mb_probe *p = u;
     if (!h || h > p->nslots || !p->slots[h - 1]) return;
     gpt_buf *b = p->slots[h - 1];
+    if (b == &mb_dropped_slot) {
+        p->slots[h - 1] = NULL;
+        while (p->nslots && !p->slots[p->nslots - 1]) p->nslots--;
+        return;
+    }
     mb_rec *r = b->impl;
     p->slots[h - 1] = NULL;
     if (r->saves == 1) p->host_live -= mb_host(p, b, r->charged);
@@ -205,14 +225,42 @@ static void mb_release(void *u, uint64_t h) {
     while (p->nslots && !p->slots[p->nslots - 1]) p->nslots--;
 }
 static const char *mb_error(void *u) { return ((mb_probe *)u)->err; }
+static int mb_dropped(void *u, uint64_t h) {
+    mb_probe *p = u;
+    return h && h <= p->nslots && p->slots[h - 1] == &mb_dropped_slot;
+}
 
 int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t min_swap, uint64_t unit,
                          gpt_min_budget *out, char *err, size_t errlen) {
     return gpt_min_budget_probe_mode(c, s, GPT_MODE_SMARTSWAP, min_swap, unit, out, err, errlen);
 }
 
+static int probe_run(const gpt_config *c, const gpt_schedule *s, int mode, int drop, uint64_t min_swap,
+                     uint64_t unit, gpt_min_budget *out, char *err, size_t errlen);
+
 int gpt_min_budget_probe_mode(const gpt_config *c, const gpt_schedule *s, int mode, uint64_t min_swap,
                               uint64_t unit, gpt_min_budget *out, char *err, size_t errlen) {
+    return probe_run(c, s, mode, 0, min_swap, unit, out, err, errlen);
+}
+
+int gpt_min_budget_probe_hybrid(const gpt_config *c, const gpt_schedule *s, uint64_t min_swap, uint64_t unit,
+                                gpt_min_budget *out, char *err, size_t errlen) {
+    gpt_min_budget d;
+    if (probe_run(c, s, GPT_MODE_SMARTSWAP, 0, min_swap, unit, out, err, errlen) ||
+        probe_run(c, s, GPT_MODE_SMARTSWAP, 1, min_swap, unit, &d, err, errlen))
+        return 1;
+    if (d.min_budget_bytes > out->min_budget_bytes) {
+        uint64_t host = out->host_bytes;   /* the host need: every save kept is the larger */
+        int host_moe = out->host_moe;
+        *out = d;
+        out->host_bytes = host > d.host_bytes ? host : d.host_bytes;
+        out->host_moe = host_moe;
+    }
+    return 0;
+}
+
+static int probe_run(const gpt_config *c, const gpt_schedule *s, int mode, int drop, uint64_t min_swap,
+                     uint64_t unit, gpt_min_budget *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     /* none and recompute keep every saved tensor resident: nothing can be swapped away, and
      * recompute's backward holds a re-run layer's tensors (its own working set) */
@@ -226,6 +274,7 @@ int gpt_min_budget_probe_mode(const gpt_config *c, const gpt_schedule *s, int mo
     mb_probe p;
     memset(&p, 0, sizeof p);
     p.min_swap = min_swap;
+    p.drop = drop;
     p.moe_e = pc.moe_experts;
     p.moe_k = pc.moe_topk;
     p.op = -1;
@@ -234,7 +283,8 @@ int gpt_min_budget_probe_mode(const gpt_config *c, const gpt_schedule *s, int mo
     gpt_mem_backend be = {"probe", &p, mb_alloc0, mb_free, NULL, mb_alloc};
     gpt_mem_init_backend(&mem, &be, 0);
     p.mem = &mem;
-    gpt_hooks h = {&p, mb_iter_begin, mb_iter_end, mb_op, mb_save, mb_load, mb_release, mb_error, NULL, NULL};
+    gpt_hooks h = {&p, mb_iter_begin, mb_iter_end, mb_op, mb_save, mb_load, mb_release, mb_error,
+                   drop ? mb_dropped : NULL, NULL};
     gpt_model m;
     int rc = 1;
     size_t n = (size_t)B * (size_t)T;

@@ -81,6 +81,16 @@ int gpt_min_budget_probe(const gpt_config *c, const gpt_schedule *s, uint64_t mi
  * swapping modes' figure. */
 int gpt_min_budget_probe_mode(const gpt_config *c, const gpt_schedule *s, int mode, uint64_t min_swap,
                               uint64_t unit, gpt_min_budget *out, char *err, size_t errlen);
+/* The smartswap hybrid's figure (swap or recompute per tensor): the larger of
+ * gpt_min_budget_probe's and the same probe with every rebuildable save dropped at its save and
+ * rebuilt in backward, as the hybrid does for what it plans to recompute. A rebuilt tensor is
+ * held, not swappable, from its first load to its last save's release, and its sources are
+ * loaded beside the operator that needs it: a working set the swap-only probe does not see
+ * (measured: a 5-layer MoE 4:2 model at its swap-only figure ran out of memory at step 8 or 14
+ * under the hybrid, and trained with --swap-only and offload-all). The host need is the larger
+ * of the two. */
+int gpt_min_budget_probe_hybrid(const gpt_config *c, const gpt_schedule *s, uint64_t min_swap, uint64_t unit,
+                                gpt_min_budget *out, char *err, size_t errlen);
 /* 0 if budget >= mb->min_budget_bytes; else 1 with the refusal (the figure, its parts, the
  * operator) in msg. `smartswap train` refuses such a budget before step 1. */
 int gpt_min_budget_refuse(const gpt_min_budget *mb, uint64_t budget, char *msg, size_t len);

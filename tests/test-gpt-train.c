@@ -839,10 +839,25 @@ static void t_min_budget_trains(void) {
         CHECK(gpt_min_budget_refuse(&rmb, rmb.min_budget_bytes - 256, msg, sizeof msg) == 1 &&
               strstr(msg, "mode recompute"));
         CHECK_EQ_U64(rmb.state_bytes, mb.state_bytes);
+        /* the hybrid's own figure (what it rebuilds is held): at least the swap-only one; below
+         * it smartswap train runs --swap-only, as mr[1] does here when the two differ */
+        gpt_min_budget hmb;
+        if (gpt_min_budget_probe_hybrid(&c, &s, gpt_min_swap_default(&c, s.seq_min), 256, &hmb, err, sizeof err)) {
+            CHECK_MSG(0, "hybrid probe: %s", err);
+            continue;
+        }
+        CHECK_MSG(hmb.min_budget_bytes >= mb.min_budget_bytes && hmb.state_bytes == mb.state_bytes &&
+                  hmb.host_bytes >= mb.host_bytes,
+                  "config %zu: the hybrid's smallest budget %llu below the swap-only %llu", k,
+                  (unsigned long long)hmb.min_budget_bytes, (unsigned long long)mb.min_budget_bytes);
         static mode_run mr[4];
         memset(mr, 0, sizeof mr);
         mr[0].mode = GPT_MODE_NONE; mr[1].mode = GPT_MODE_SMARTSWAP; mr[2].mode = GPT_MODE_OFFLOAD_ALL;
         mr[3].mode = GPT_MODE_RECOMPUTE;
+        mr[1].swap_only = hmb.min_budget_bytes > mb.min_budget_bytes;
+        fprintf(stderr, "     config %zu: the hybrid's smallest budget %llu (%s): smartswap runs %s at %llu\n", k,
+                (unsigned long long)hmb.min_budget_bytes, hmb.op, mr[1].swap_only ? "swap-only" : "the hybrid",
+                (unsigned long long)mb.min_budget_bytes);
         if (vr_open(&mr[0].r, &c, &s, GPT_MODE_NONE, 0)) { CHECK(0); return; }
         for (int i = 1; i < 3; i++)
             if (swap_open_seg(&mr[i], &c, &s, mb.min_budget_bytes, 256)) { CHECK(0); return; }
@@ -1469,6 +1484,10 @@ int main(int argc, char **argv) {
                             "t_moe_and_iterations\n");
             return 2;
         }
+        return test_summary();
+    }
+    if (argc == 2 && !strcmp(argv[1], "--min-budget")) {   /* that test alone */
+        RUN(t_min_budget_trains);
         return test_summary();
     }
     if (argc == 2 && !strcmp(argv[1], "--virtual")) {   /* that test alone */

@@ -398,6 +398,20 @@ int cmd_train(int argc, char **argv) {
                   "%s", refusal);
         return 1;
     }
+    /* the hybrid (swap or recompute per tensor) holds what it rebuilds, unswappable, beside the
+     * operator that needs it: its own smallest budget (gpt_min_budget_probe_hybrid) is higher.
+     * Between the two figures the run goes on as --swap-only, which the lower one covers (a
+     * budget at or above the smallest trains), and says so */
+    gpt_min_budget mbh = mb;
+    int demoted = 0;
+    if (fl.mode == GPT_MODE_SMARTSWAP && !fl.swap_only) {
+        if (gpt_min_budget_probe_hybrid(c, &psch, opts.min_swap_bytes, unit, &mbh, err, sizeof err)) {
+            cli_error(CMD, NULL, "the smallest-budget probe failed: %s", err);
+            return 1;
+        }
+        if (fl.budget < mbh.min_budget_bytes) { fl.swap_only = 1; demoted = 1; }
+        if (mbh.host_bytes > mb.host_bytes) mb.host_bytes = mbh.host_bytes;
+    }
     /* a pinned-host cap below what swapping may hold: refused here, never a host-pool error
      * after training has started (docs/trainer.md, "Host memory") */
     if (swapping && gpt_host_mem_refuse(&mb, opts.host_mem_bytes, refusal, sizeof refusal)) {
@@ -553,6 +567,11 @@ int cmd_train(int argc, char **argv) {
                gpt_fmt_bytes(opts.min_swap_bytes, a, sizeof a),
                opts.host_mem_bytes ? gpt_fmt_bytes(opts.host_mem_bytes, b, sizeof b) : "no cap",
                opts.release_mode ? "stock" : "predicted", 100.0 * fl.headroom);
+        if (demoted)
+            printf("  hybrid   off: the budget is below the hybrid's own smallest budget %s (%llu bytes; what it "
+                   "rebuilds stays resident, working set %s at %s), so this run swaps only (--swap-only)\n",
+                   gpt_fmt_bytes(mbh.min_budget_bytes, a, sizeof a), (unsigned long long)mbh.min_budget_bytes,
+                   gpt_fmt_bytes(mbh.work_bytes, d, sizeof d), mbh.op);
         if (on_cuda)
             printf("  link     %s: the real host link (copies on the device's copy streams)\n", fl.device);
         else if (cal.steps)
