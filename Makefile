@@ -304,18 +304,21 @@ uninstall:
 #                smartswap command in none and in a budgeted mode: bit-identical losses and weights
 #                (tests/test-stress.c; make test runs its short form, 8 configurations); with
 #                STRESS_HOST_MEM=1 (the default here) each run that swapped runs again under a
-#                --host-mem cap: identical to none, or a clean error
+#                --host-mem cap: identical to none, or a clean error; then STRESS_HELDOUT (default
+#                40) held-out MoE configurations at the state + 1/3, 1/4, 1/6, 1/10 of their
+#                activations (issue 14 acceptance 1; make test runs 1)
 #   make soak    SOAK_STEPS (default 2000) steps of the dynamic trainer with copy jitter: losses
 #                identical to none, RSS flat (tests/test-soak.c; make test runs 60 steps)
 FUZZ_SECONDS ?= 60
 STRESS_N     ?= 200
 STRESS_HOST_MEM ?= 1
+STRESS_HELDOUT ?= 40
 SOAK_STEPS   ?= 2000
 .PHONY: fuzz stress soak fault-sweep
 fuzz:
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh scripts/fuzz.sh
 stress: $(CLI) $(BUILD)/tests/test-stress
-	SS_CLI=$(CLI) STRESS_N=$(STRESS_N) STRESS_HOST_MEM=$(STRESS_HOST_MEM) $(BUILD)/tests/test-stress
+	SS_CLI=$(CLI) STRESS_N=$(STRESS_N) STRESS_HOST_MEM=$(STRESS_HOST_MEM) STRESS_HELDOUT=$(STRESS_HELDOUT) $(BUILD)/tests/test-stress
 fault-sweep: $(CLI) $(BUILD)/tests/test-fault-sweep
 	SS_CLI=$(CLI) FAULT_SWEEP_FULL=1 $(BUILD)/tests/test-fault-sweep
 soak: $(BUILD)/tests/test-soak

@@ -12,6 +12,9 @@
  *   STRESS_N=n       configurations (default 8: the short form `make test` runs, a few seconds)
  *   STRESS_SEED=s    the PRNG seed (default 1); configuration k is a function of (s, k) only
  *   STRESS_VERBOSE=1 one line per configuration (always on when STRESS_N > 8)
+ *   STRESS_HELDOUT=n held-out configurations of issue 14's acceptance (one_heldout: MoE with
+ *                    accumulation, evaluation, varying length and grouped KV heads, each at the
+ *                    state + 1/3, 1/4, 1/6, 1/10 of its activations; default 1)
  *   STRESS_HOST_MEM=0 turns off the host-memory bullet (on by default, make test included): each
  *                    run that swapped runs a third time with --host-mem drawn either between 5 %
  *                    and 120 % of the host pool peak it reached or between 80 % and 120 % of the
@@ -58,6 +61,7 @@ typedef struct cfg {
     const char *mode;
     double gbps, jitter_us, frac;
     int headroom0;              /* smartswap: --plan-headroom 0 (the issue's aim) */
+    int virt;                   /* cpu-sim's virtual clock (SMARTSWAP_VIRTUAL_CLOCK=1) */
     int accept;                 /* > 0: the budget is state + 1/accept of none's activations (the
                                    issue's acceptance fractions 3, 4, 6, 10) instead of frac */
 } cfg;
@@ -115,7 +119,7 @@ static void describe(const cfg *c, char *buf, size_t len) {
 
 /* Runs the trainer; returns its exit status (-1 if it could not run); output in tag.out. */
 static int train(const cfg *c, const char *tag, const char *mode, uint64_t budget, int jitter) {
-    char cmd[8192], moe[32] = "", seq[32], bud[80] = "", env[64] = "", old[256];
+    char cmd[8192], moe[32] = "", seq[32], bud[80] = "", env[128] = "", old[256];
     /* an earlier configuration's files must not pass for this run's (a refusal writes none) */
     static const char *const ext[] = {"jsonl", "w", "out"};
     for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
@@ -129,6 +133,7 @@ static int train(const cfg *c, const char *tag, const char *mode, uint64_t budge
                          c->headroom0 && !strcmp(mode, "smartswap") ? " --plan-headroom 0" : "");
     if (budget && host_cap) snprintf(bud + strlen(bud), sizeof bud - strlen(bud), " --host-mem %llu", (unsigned long long)host_cap);
     if (jitter && c->jitter_us > 0) snprintf(env, sizeof env, "SMARTSWAP_SIM_JITTER_US=%g ", c->jitter_us);
+    if (c->virt) snprintf(env + strlen(env), sizeof env - strlen(env), "SMARTSWAP_VIRTUAL_CLOCK=1 ");
     snprintf(cmd, sizeof cmd,
              "cd %s && %sOMP_NUM_THREADS=1 '%s' train --layers %d --hidden %d --heads %d --kv-heads %d --ffn %d %s "
              "--seq %s --batch %d --accum %d --eval-every %d --steps %d --attention %s --loss %s --mode %s %s "
@@ -376,6 +381,121 @@ static void one(uint64_t seed, int k, tally *t) {
     free(la); free(lb); free(out); free(blog); free(rlog);
 }
 
+/* Held-out configurations of issue 14's acceptance (STRESS_HELDOUT=n): the kinds the issue
+ * names, every one at once, drawn from ranges the rest of the suite does not use: MoE (E 2..8,
+ * top 1..2) with gradient accumulation (2..3) and evaluation steps (every 1..3), a varying
+ * length (S1 8..40, S2 up to 40 above), grouped KV heads (fewer KV heads than heads), 2..6
+ * layers, width 32..96, SwiGLU 32..160. Each is trained by the hybrid (--mode smartswap) at
+ * the state + 1/3, 1/4, 1/6 and 1/10 of none's activations (peak - state); the even ones on
+ * cpu-sim's virtual clock, the odd ones on the real clock, with copy jitter on half of those. The contract: at 1/3 and 1/4 the run trains, losses and final weights
+ * bit-identical to none; at 1/6 and 1/10 it does so or is refused before step 1 naming a
+ * smallest budget above the one given; nothing ends with an error after training has started. */
+static int hverbose;   /* a line per held-out configuration (on when more than one runs) */
+typedef struct htally { int ok[4], refused[4], failed[4]; } htally;
+
+static void draw_heldout(cfg *c, uint64_t seed, int k) {
+    rng_state = seed ^ 0x5EEDF00Dull;
+    uint64_t h0 = rnd();
+    rng_state = (uint64_t)k ^ 0xA0761D6478BD642Full;
+    rng_state = h0 ^ rnd();
+    memset(c, 0, sizeof *c);
+    c->layers = pick(2, 6);
+    c->hidden = 16 * pick(2, 6);
+    static const int hs[] = {2, 4, 8};
+    do c->heads = hs[pick(0, 2)]; while ((c->hidden / c->heads) % 2 || c->hidden % c->heads);
+    c->kv = c->heads / (c->heads == 2 ? 2 : pick(0, 1) ? 2 : 4);
+    c->ffn = 16 * pick(2, 10);
+    c->E = pick(2, 8);
+    c->K = pick(1, 2);
+    c->seq_min = pick(8, 40);
+    c->seq_max = c->seq_min + pick(1, 40);
+    c->batch = pick(1, 4);
+    c->accum = pick(2, 3);
+    c->eval_every = pick(1, 3);
+    c->steps = pick(6, 14);
+    c->mode = "smartswap";
+    /* even ones on the virtual clock (the same run every time; make test's short form), odd
+     * ones on the real clock with copy jitter half the time (links fast enough that the
+     * simulated copies' sleeps stay short) */
+    static const double g[] = {0.05, 0.5, 2, 8};
+    c->virt = k % 2 == 0;
+    c->gbps = g[c->virt ? pick(0, 3) : pick(1, 3)];
+    c->jitter_us = c->virt || pick(0, 1) ? 0 : (double)pick(1, 200);
+}
+
+static void one_heldout(uint64_t seed, int k, htally *t) {
+    cfg c;
+    draw_heldout(&c, seed, k);
+    char what[256];
+    describe(&c, what, sizeof what);
+    snprintf(what + strlen(what), sizeof what - strlen(what), " %g GB/s%s", c.gbps,
+             c.virt ? " virtual clock" : c.jitter_us > 0 ? " jitter" : "");
+    test_current = what;
+    int rc = train(&c, "href", "none", 0, 0);
+    char *rlog = slurp("href", "jsonl", NULL);
+    if (rc != 0 || !rlog) {
+        char *o = slurp("href", "out", NULL);
+        CHECK_MSG(0, "held-out %d: the reference run failed (%d): %.400s", k, rc, o ? o : "");
+        free(o); free(rlog);
+        for (int i = 0; i < 4; i++) t->failed[i]++;
+        return;
+    }
+    uint64_t state = json_u64(rlog, "state_bytes"), minb = json_u64(rlog, "min_budget_bytes"), peak = 0;
+    for (const char *p = rlog; (p = strstr(p, "\"peak_bytes\": ")); p++) {
+        uint64_t v = strtoull(p + 14, NULL, 10);
+        if (v > peak) peak = v;
+    }
+    CHECK_MSG(state > 0 && peak > state, "held-out %d: state %llu, peak %llu", k, (unsigned long long)state,
+              (unsigned long long)peak);
+    int nref = 0;
+    char *la = losses(rlog, &nref);
+    size_t wa = 0;
+    char *A = slurp("href", "w", &wa);
+    static const int fr[4] = {3, 4, 6, 10};
+    char res[4][48];
+    for (int i = 0; i < 4 && state < peak; i++) {
+        uint64_t budget = state + (peak - state) / (uint64_t)fr[i];
+        int rc2 = train(&c, "hrun", "smartswap", budget, 1);
+        char *out = slurp("hrun", "out", NULL), *blog = slurp("hrun", "jsonl", NULL);
+        int n = 0;
+        char *lb = losses(blog, &n);
+        const char *verdict;
+        if (rc2 == 0) {
+            size_t wb = 0;
+            char *B = slurp("hrun", "w", &wb);
+            int same = la && lb && n == nref && !strcmp(la, lb) && A && B && wa == wb && wa > 0 && !memcmp(A, B, wa);
+            CHECK_MSG(same, "held-out %d at state + 1/%d (%llu): trained but differs from none", k, fr[i],
+                      (unsigned long long)budget);
+            if (same) { t->ok[i]++; verdict = "identical"; } else { t->failed[i]++; verdict = "DIFFERENT"; }
+            free(B);
+        } else if (n == 0 && out && strstr(out, "smallest budget") && !strstr(out, "step 1:")) {
+            uint64_t own = 0;
+            const char *p = strstr(out, "this configuration: ");
+            if (p) p = strchr(p, '(');
+            if (p) own = strtoull(p + 1, NULL, 10);
+            CHECK_MSG(own > budget, "held-out %d at 1/%d: refused at or above its own smallest budget: %.300s", k,
+                      fr[i], out);
+            CHECK_MSG(fr[i] >= 6, "held-out %d: refused at state + 1/%d (%llu B; smallest budget %llu B), which "
+                      "must train (issue 14 acceptance 1)", k, fr[i], (unsigned long long)budget,
+                      (unsigned long long)own);
+            if (own > budget && fr[i] >= 6) { t->refused[i]++; verdict = "refused before step 1"; }
+            else { t->failed[i]++; verdict = "REFUSED (must train)"; }
+        } else {
+            CHECK_MSG(0, "held-out %d at state + 1/%d (%llu): exit %d after %d log lines: %.600s", k, fr[i],
+                      (unsigned long long)budget, rc2, n, out ? out + (strlen(out) > 600 ? strlen(out) - 600 : 0) : "");
+            t->failed[i]++;
+            verdict = "FAILED after training started";
+        }
+        snprintf(res[i], sizeof res[i], "%s", verdict);
+        free(out); free(blog); free(lb);
+    }
+    if (verbose || hverbose)
+        fprintf(stderr, "  h%3d state %8llu min %8llu peak %8llu  %s: 1/3 %s, 1/4 %s, 1/6 %s, 1/10 %s\n", k,
+                (unsigned long long)state, (unsigned long long)minb, (unsigned long long)peak, what, res[0], res[1],
+                res[2], res[3]);
+    free(la); free(A); free(rlog);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     const char *e = getenv("SS_CLI");
@@ -404,6 +524,23 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int k = 0; k < n; k++) one(seed, k, &t);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* the held-out configurations (default 1: make test's short form) */
+    int nh = getenv("STRESS_HELDOUT") ? atoi(getenv("STRESS_HELDOUT")) : 1;
+    if (nh > 0) {
+        struct timespec h0, h1;
+        htally ht;
+        memset(&ht, 0, sizeof ht);
+        clock_gettime(CLOCK_MONOTONIC, &h0);
+        hverbose = nh > 1;
+        for (int k = 0; k < nh; k++) one_heldout(seed, k, &ht);
+        clock_gettime(CLOCK_MONOTONIC, &h1);
+        fprintf(stderr, "held-out: %d configurations (MoE + accumulation + evaluation + varying length + grouped KV, "
+                "the hybrid; seed %llu) in %.1f s; trained bit-identical / refused before step 1 / failed: "
+                "1/3 %d/%d/%d, 1/4 %d/%d/%d, 1/6 %d/%d/%d, 1/10 %d/%d/%d\n", nh, (unsigned long long)seed,
+                (double)(h1.tv_sec - h0.tv_sec) + 1e-9 * (double)(h1.tv_nsec - h0.tv_nsec), ht.ok[0], ht.refused[0],
+                ht.failed[0], ht.ok[1], ht.refused[1], ht.failed[1], ht.ok[2], ht.refused[2], ht.failed[2], ht.ok[3],
+                ht.refused[3], ht.failed[3]);
+    }
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     fprintf(stderr, "stress: %d configurations (seed %llu) in %.1f s: %d trained bit-identical to none "
             "(smartswap %d, offload-all %d, recompute %d; %d in the lowest quarter of [min, peak], %d in the top; "
