@@ -15,6 +15,7 @@
  *   STRESS_HELDOUT=n held-out configurations of issue 14's acceptance (one_heldout: MoE with
  *                    accumulation, evaluation, varying length and grouped KV heads, each at the
  *                    state + 1/3, 1/4, 1/6, 1/10 of its activations; default 1)
+ *   STRESS_HELDOUT_MODE=smartswap|swap-only|offload-all  their mode (default smartswap: the hybrid)
  *   STRESS_HOST_MEM=0 turns off the host-memory bullet (on by default, make test included): each
  *                    run that swapped runs a third time with --host-mem drawn either between 5 %
  *                    and 120 % of the host pool peak it reached or between 80 % and 120 % of the
@@ -391,6 +392,9 @@ static void one(uint64_t seed, int k, tally *t) {
  * bit-identical to none; at 1/6 and 1/10 it does so or is refused before step 1 naming a
  * smallest budget above the one given; nothing ends with an error after training has started. */
 static int hverbose;   /* a line per held-out configuration (on when more than one runs) */
+/* STRESS_HELDOUT_MODE: the mode the held-out runs train in (the command's words): smartswap (the
+ * hybrid, default), swap-only (smartswap --swap-only) or offload-all */
+static const char *heldout_mode = "smartswap";
 typedef struct htally { int ok[4], refused[4], failed[4]; } htally;
 
 static void draw_heldout(cfg *c, uint64_t seed, int k) {
@@ -455,7 +459,7 @@ static void one_heldout(uint64_t seed, int k, htally *t) {
     char res[4][48];
     for (int i = 0; i < 4 && state < peak; i++) {
         uint64_t budget = state + (peak - state) / (uint64_t)fr[i];
-        int rc2 = train(&c, "hrun", "smartswap", budget, 1);
+        int rc2 = train(&c, "hrun", heldout_mode, budget, 1);
         char *out = slurp("hrun", "out", NULL), *blog = slurp("hrun", "jsonl", NULL);
         int n = 0;
         char *lb = losses(blog, &n);
@@ -526,6 +530,15 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     /* the held-out configurations (default 1: make test's short form) */
     int nh = getenv("STRESS_HELDOUT") ? atoi(getenv("STRESS_HELDOUT")) : 1;
+    const char *hm = getenv("STRESS_HELDOUT_MODE");
+    if (hm && *hm) {
+        if (!strcmp(hm, "swap-only")) heldout_mode = "smartswap --swap-only";
+        else if (!strcmp(hm, "offload-all")) heldout_mode = "offload-all";
+        else if (strcmp(hm, "smartswap")) {
+            fprintf(stderr, "STRESS_HELDOUT_MODE=%s: use smartswap, swap-only or offload-all\n", hm);
+            return 2;
+        }
+    }
     if (nh > 0) {
         struct timespec h0, h1;
         htally ht;
@@ -535,8 +548,8 @@ int main(int argc, char **argv) {
         for (int k = 0; k < nh; k++) one_heldout(seed, k, &ht);
         clock_gettime(CLOCK_MONOTONIC, &h1);
         fprintf(stderr, "held-out: %d configurations (MoE + accumulation + evaluation + varying length + grouped KV, "
-                "the hybrid; seed %llu) in %.1f s; trained bit-identical / refused before step 1 / failed: "
-                "1/3 %d/%d/%d, 1/4 %d/%d/%d, 1/6 %d/%d/%d, 1/10 %d/%d/%d\n", nh, (unsigned long long)seed,
+                "--mode %s; seed %llu) in %.1f s; trained bit-identical / refused before step 1 / failed: "
+                "1/3 %d/%d/%d, 1/4 %d/%d/%d, 1/6 %d/%d/%d, 1/10 %d/%d/%d\n", nh, heldout_mode, (unsigned long long)seed,
                 (double)(h1.tv_sec - h0.tv_sec) + 1e-9 * (double)(h1.tv_nsec - h0.tv_nsec), ht.ok[0], ht.refused[0],
                 ht.failed[0], ht.ok[1], ht.refused[1], ht.failed[1], ht.ok[2], ht.refused[2], ht.failed[2], ht.ok[3],
                 ht.refused[3], ht.failed[3]);
