@@ -408,8 +408,11 @@ typedef struct ss_ctx_stats {
     uint64_t derive_misses;      /* iterations under a derived plan that had to evict (re-planned) */
     /* Stable light iterations by the plan they ran under: */
     uint64_t hits_exact;         /* the plan of their own key, made from a detailed profile */
-    uint64_t hits_derived;       /* the plan of their own key, derived (from sizes or a prefix) */
-    uint64_t hits_matched;       /* a plan of another size of their structure (then derived for it) */
+    uint64_t hits_derived;       /* a derived plan that held them: their structure's envelope, or
+                                    the plan of their own key (derived from sizes or a prefix) */
+    uint64_t hits_matched;       /* their structure's envelope by fuzzy matching (experts skipped)
+                                    or grown by them, or a plan of another size of their structure
+                                    (then derived for it) */
     uint64_t fuzzy_runs;         /* iterations that skipped operators of their plan (an expert with no
                                     tokens) and ran under it by fuzzy matching, without detail */
 } ss_ctx_stats;

@@ -761,7 +761,8 @@ int cmd_train(int argc, char **argv) {
                (unsigned long long)cs.cache_hits, (unsigned long long)cs.mid_switches,
                (unsigned long long)cs.cache_misses, prof.failed ? " (profiling stopped: see the warning)" : "");
         printf("  plans by kind: %llu iterations under their own detailed plan (exact), %llu under a derived one "
-               "(derived), %llu under another size's plan, then derived for theirs (matched); %llu plans derived "
+               "(derived: the structure's envelope, or their sizes' plan), %llu matched (under the envelope by fuzzy "
+               "matching, experts skipped; or growing it; or under another size's plan); %llu plans derived "
                "from new sizes without detail, %llu missed live\n", (unsigned long long)cs.hits_exact,
                (unsigned long long)cs.hits_derived, (unsigned long long)cs.hits_matched,
                (unsigned long long)cs.derived, (unsigned long long)cs.derive_misses);
