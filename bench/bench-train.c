@@ -137,6 +137,7 @@ typedef struct runner {
      * profile the hybrid bound over the pure-swap ceiling (ssi_recompute_bound) */
     int             hybrid;
     ssi_policy_config pcfg;
+    uint64_t       *persist;        /* pcfg.persist_bytes: the allocator's persistent tensors */
     double          hyb_ratio;      /* min_k T(k) / T(0) of the last planned profile (0: none) */
     uint32_t        hyb_chosen;     /* recompute entries of the last plan */
     double          hyb_iter_s, hyb_stall_s, hyb_swap_iter_s;   /* its simulated step and stall, and
@@ -146,6 +147,22 @@ typedef struct runner {
 static ss_status hybrid_hook(void *user, const ss_profile *p, ss_plan **out) {
     runner *rn = user;
     ssi_recompute_report hr;
+    /* as the executor's own hook (src/exec.c x_policy_hook): the simulations start from the
+     * allocator's layout as it is now, the persistent tensors one by one */
+    ss_alloc_t *al = gpt_mem_ss_alloc(&rn->mem);
+    size_t n = 0, got = 0;
+    rn->pcfg.persist_bytes = NULL;
+    rn->pcfg.npersist = 0;
+    if (al && ss_alloc_persistent_sizes(al, NULL, 0, &n) == SS_OK && n && n < UINT32_MAX) {
+        uint64_t *v = realloc(rn->persist, n * sizeof *v);
+        if (v) {
+            rn->persist = v;
+            if (ss_alloc_persistent_sizes(al, v, n, &got) == SS_OK && got == n) {
+                rn->pcfg.persist_bytes = v;
+                rn->pcfg.npersist = (uint32_t)n;
+            }
+        }
+    }
     ss_status st = ssi_recompute_plan(p, &rn->pcfg, out, NULL, &hr, NULL, 0);
     if (st) return st;
     double tb = 0, tc = 0;
@@ -161,6 +178,10 @@ static void hybrid_free(void *user, ss_plan *p) { (void)user; ssi_plan_free(p); 
 
 static void runner_free(runner *rn) {
     gpt_batch_buf_free(&rn->bb);
+    free(rn->persist);
+    rn->persist = NULL;
+    rn->pcfg.persist_bytes = NULL;
+    rn->pcfg.npersist = 0;
     if (rn->have_m) gpt_model_free(&rn->m);
     if (rn->have_mem) {
         if (rn->swapping) gpt_ssswap_free(&rn->sw);
@@ -213,7 +234,11 @@ static void runner_open(runner *rn, const gpt_config *c, const gpt_schedule *s, 
              * computes the hybrid bound of each planned profile */
             ssi_policy_config_from_options(&o, &rn->pcfg);
             ss_alloc_config ac;
-            if (ss_alloc_get_config(gpt_mem_ss_alloc(&rn->mem), &ac) == SS_OK) rn->pcfg.segment_bytes = ac.segment_bytes;
+            if (ss_alloc_get_config(gpt_mem_ss_alloc(&rn->mem), &ac) == SS_OK) {
+                rn->pcfg.segment_bytes = ac.segment_bytes;
+                rn->pcfg.granule_bytes = ac.granule_bytes;   /* as the executor's hook */
+                if (!rn->pcfg.budget_bytes) rn->pcfg.budget_bytes = ac.budget_bytes;
+            }
             ssi_planner pl = {hybrid_hook, hybrid_free, rn};
             if (ssi_ctx_set_planner(rn->sw.ctx, &pl)) {
                 snprintf(rn->r.why, sizeof rn->r.why, "cannot install the hybrid's plan hook");
