@@ -485,8 +485,10 @@ static void one_heldout(uint64_t seed, int k, htally *t) {
             if (own > budget && fr[i] >= 6) { t->refused[i]++; verdict = "refused before step 1"; }
             else { t->failed[i]++; verdict = "REFUSED (must train)"; }
         } else {
+            const char *why = out ? strstr(out, "error:") : NULL;   /* stderr lands before stdout's tail */
+            if (!why && out) why = out + (strlen(out) > 600 ? strlen(out) - 600 : 0);
             CHECK_MSG(0, "held-out %d at state + 1/%d (%llu): exit %d after %d log lines: %.600s", k, fr[i],
-                      (unsigned long long)budget, rc2, n, out ? out + (strlen(out) > 600 ? strlen(out) - 600 : 0) : "");
+                      (unsigned long long)budget, rc2, n, why ? why : "");
             t->failed[i]++;
             verdict = "FAILED after training started";
         }
