@@ -1,1 +1,1 @@
-build/bench/bench-train --layers 16 --hidden 16 --heads 2 --kv-heads 1 --ffn 48 --batch 4 --seq 128 --steps 8 --over 1.5,2,4,8 --link both --json
+build/bench/bench-train --layers 16 --hidden 32 --heads 4 --kv-heads 1 --ffn 96 --batch 8 --seq 128 --steps 8 --over 1.5,2,4,8 --link both --json
