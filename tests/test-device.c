@@ -725,7 +725,27 @@ static void t_sim_virtual_copy_lands_at_end(void) {
 }
 
 /* Real clock: copies in the two directions overlap each other and compute; two copies in the
- * same direction share one engine. Margins are wide: the assertions hold on a loaded machine. */
+ * same direction share one engine. A loaded machine can only make a run slower, never faster, so
+ * the lower bounds hold on every attempt, and each "overlaps" bound is checked on the fastest of
+ * up to three attempts: a device that serialised would miss it on all three. */
+static double overlap_run(ss_device_t *dev, ss_stream_t *a, ss_stream_t *b, int kind, void *d1, void *d2,
+                          void *h1, void *h2, size_t n, double one) {
+    double t0 = wall();
+    if (kind == 0) {          /* D2H on a, H2D on b */
+        CHECK_OK(ss_copy_async(dev, a, h1, d1, n, SS_COPY_D2H));
+        CHECK_OK(ss_copy_async(dev, b, d2, h2, n, SS_COPY_H2D));
+    } else if (kind == 1) {   /* D2H on a and D2H on b */
+        CHECK_OK(ss_copy_async(dev, a, h1, d1, n, SS_COPY_D2H));
+        CHECK_OK(ss_copy_async(dev, b, h2, d2, n, SS_COPY_D2H));
+    } else {                  /* compute on a, D2H on b */
+        CHECK_OK(ss_compute_async(dev, a, one));
+        CHECK_OK(ss_copy_async(dev, b, h1, d1, n, SS_COPY_D2H));
+    }
+    CHECK_OK(ss_stream_sync(dev, a));
+    CHECK_OK(ss_stream_sync(dev, b));
+    return wall() - t0;
+}
+
 static void t_sim_real_overlap(void) {
     ss_options o = sim_opts(0);
     o.sim_d2h_gbps = 0.008;
@@ -743,31 +763,20 @@ static void t_sim_real_overlap(void) {
     CHECK_OK(ss_host_alloc(dev, n, &h1));
     CHECK_OK(ss_host_alloc(dev, n, &h2));
     fill(h2, n, 9);
-    /* D2H on a, H2D on b: overlap */
-    double t0 = wall();
-    CHECK_OK(ss_copy_async(dev, a, h1, d1, n, SS_COPY_D2H));
-    CHECK_OK(ss_copy_async(dev, b, d2, h2, n, SS_COPY_H2D));
-    CHECK_OK(ss_stream_sync(dev, a));
-    CHECK_OK(ss_stream_sync(dev, b));
-    double both = wall() - t0;
-    CHECK_MSG(both >= one * 0.95, "%g s", both);
-    CHECK_MSG(both < 2 * one * 0.8, "two directions took %g s, serial would be %g s", both, 2 * one);
-    /* D2H on a and D2H on b: one engine, so serial */
-    t0 = wall();
-    CHECK_OK(ss_copy_async(dev, a, h1, d1, n, SS_COPY_D2H));
-    CHECK_OK(ss_copy_async(dev, b, h2, d2, n, SS_COPY_D2H));
-    CHECK_OK(ss_stream_sync(dev, a));
-    CHECK_OK(ss_stream_sync(dev, b));
-    double same = wall() - t0;
-    CHECK_MSG(same >= 2 * one * 0.95, "same direction took %g s", same);
-    /* compute on a overlaps a copy on b */
-    t0 = wall();
-    CHECK_OK(ss_compute_async(dev, a, one));
-    CHECK_OK(ss_copy_async(dev, b, h1, d1, n, SS_COPY_D2H));
-    CHECK_OK(ss_stream_sync(dev, a));
-    CHECK_OK(ss_stream_sync(dev, b));
-    double cc = wall() - t0;
-    CHECK_MSG(cc >= one * 0.95 && cc < 2 * one * 0.8, "compute + copy took %g s", cc);
+    const char *what[3] = {"two directions", "same direction", "compute + copy"};
+    for (int kind = 0; kind < 3; kind++) {
+        double best = 1e9;
+        for (int attempt = 0; attempt < 3; attempt++) {
+            double t = overlap_run(dev, a, b, kind, d1, d2, h1, h2, n, one);
+            /* a copy of n bytes never ends before one; one engine per direction: serial */
+            CHECK_MSG(t >= (kind == 1 ? 2 * one : one) * 0.95, "%s took %g s", what[kind], t);
+            if (t < best) best = t;
+            if (kind == 1 || best < 2 * one * 0.8) break;
+        }
+        if (kind != 1)
+            CHECK_MSG(best < 2 * one * 0.8, "%s took %g s at best of 3, serial would be %g s", what[kind], best,
+                      2 * one);
+    }
     CHECK_OK(ss_stream_free(dev, a));
     CHECK_OK(ss_stream_free(dev, b));
     CHECK_OK(ss_mem_free(dev, d1, n));
