@@ -345,9 +345,17 @@ static void t_train(void) {
     CHECK_EQ_INT(run(args, &o), 1);
     CHECK(has(o, "below the model's own state") && has(o, "the minimum is"));
     free(o);
+    /* --device cuda where no GPU can be used (CI, this machine): one line naming CUDA, exit 1, no
+     * step run. On a machine with a GPU it trains: gpu-check.sh covers that path. */
     snprintf(args, sizeof args, "%s --device cuda", m);
-    CHECK(run(args, &o) != 0);
-    CHECK(has(o, "--device cuda"));
+    int cst = run(args, &o);
+    const char *nl = strchr(o, '\n');
+    if (cst == 0 && has(o, "device cuda")) {
+        fprintf(stderr, "note: --device cuda trained here (a GPU is present); its no-GPU error is not checked\n");
+    } else {
+        CHECK_EQ_INT(cst, 1);
+        CHECK_MSG(has(o, "--device cuda") && has(o, "CUDA") && !has(o, "step ") && nl && nl[1] == 0, "%s", o);
+    }
     free(o);
     /* --dtype: fp32 is the default; bf16 is refused clearly (no CUDA trainer yet); unknown ones too */
     snprintf(args, sizeof args, "%s --dtype bf16", m);
