@@ -185,12 +185,13 @@ static void fail(gpt_model *m, const char *fmt, ...) {
 static float *F(const gpt_buf *b) { return (float *)b->ptr; }
 
 /* The probe's slack on a per-expert buffer (gpt_model.moe_route_force): forced routing puts
- * K x M rows in K buffers; a real routing puts them in up to E, each rounded up to GPT_MEM_ALIGN,
- * so K forced buffers each ceil(E/K) units longer hold at least what any routing charges. */
+ * K x M rows in K buffers; a real routing puts them in up to E, each rounded up to a unit
+ * (GPT_MEM_ALIGN, or the allocator's granule: moe_route_unit), so K forced buffers each
+ * ceil(E/K) units longer hold at least what any routing charges. */
 static size_t probe_slack(const gpt_model *m, const char *name) {
     if (!m->moe_route_force || !strstr(name, "moe.e") || m->cfg.moe_topk < 1) return 0;
     size_t E = (size_t)m->cfg.moe_experts, K = (size_t)m->cfg.moe_topk;
-    return (E + K - 1) / K * GPT_MEM_ALIGN;
+    return (E + K - 1) / K * (m->moe_route_unit ? m->moe_route_unit : GPT_MEM_ALIGN);
 }
 
 /* A tensor of the iteration with a fresh ACT buffer (one reference); NULL after an error. */

@@ -170,6 +170,9 @@ typedef struct gpt_model {
                                              each per-expert buffer is ceil(E/K) x 256 bytes
                                              longer: a real routing spreads the same rows over E
                                              buffers, each rounded up to 256 B */
+    size_t      moe_route_unit;           /* the probe's rounding unit for that slack (0: 256 B;
+                                             the granule when the allocator maps granules: each
+                                             real buffer may then hold one granule more) */
     int         err;
     char        errmsg[320];
     gpt_stats   stats;

@@ -74,6 +74,7 @@ int gpt_eval_step(gpt_model *m, const gpt_data *d, const gpt_schedule *s, int k,
 typedef struct mb_rec {
     void    *ptr;
     uint64_t charged;
+    uint64_t gran;          /* granule mode: the granules the allocator's rule counts for it */
     int      kind, saves, last_op;
 } mb_rec;
 
@@ -90,6 +91,14 @@ typedef struct mb_probe {
     size_t   nslots, cap;
     gpt_mem *mem;
     int      drop;          /* the hybrid's probe: every rebuildable save dropped (and rebuilt) */
+    /* Granule mode (G > 0): the same accounting in the allocator's out-of-memory rule's units
+     * (docs/allocator.md): a block below G (small pool) holds one granule of its own at worst,
+     * whatever shares it; a larger one ceil(bytes / G) (it starts at a granule boundary and no
+     * other block starts in its last granule). */
+    uint64_t G;
+    uint64_t live_g, swappable_g, pinned_g, peak_g;
+    int      peak_g_op, peak_g_bwd;
+    const char *peak_g_name;
     char     err[160];
 } mb_probe;
 
@@ -102,6 +111,14 @@ static void mb_note(mb_probe *p) {
     uint64_t away = p->swappable - p->pinned;
     uint64_t need = p->live - away;
     if (need > p->peak) { p->peak = need; p->peak_op = p->op; p->peak_name = p->name; p->peak_bwd = p->bwd; }
+    uint64_t need_g = p->live_g - (p->swappable_g - p->pinned_g);
+    if (need_g > p->peak_g) { p->peak_g = need_g; p->peak_g_op = p->op; p->peak_g_name = p->name; p->peak_g_bwd = p->bwd; }
+}
+
+/* The granules the out-of-memory rule counts for a block of `charged` bytes (granule mode). */
+static uint64_t mb_gran(const mb_probe *p, uint64_t charged) {
+    if (!p->G) return 0;
+    return charged < p->G ? 1 : (charged + p->G - 1) / p->G;
 }
 
 static int mb_alloc(void *user, size_t bytes, int kind, void **ptr, void **impl, char *err, size_t errlen) {
@@ -114,11 +131,12 @@ static int mb_alloc(void *user, size_t bytes, int kind, void **ptr, void **impl,
         return 1;
     }
     r->charged = ch;
+    r->gran = mb_gran(p, ch);
     r->kind = kind;
     r->last_op = -1;
     *ptr = r->ptr;
     *impl = r;
-    if (!mb_state_kind(kind)) { p->live += ch; mb_note(p); }
+    if (!mb_state_kind(kind)) { p->live += ch; p->live_g += r->gran; mb_note(p); }
     return 0;
 }
 static int mb_alloc0(void *user, size_t bytes, void **ptr, void **impl, char *err, size_t errlen) {
@@ -129,13 +147,13 @@ static void mb_free(void *user, void *ptr, void *impl) {
     mb_rec *r = impl;
     (void)ptr;
     if (!r) return;
-    if (!mb_state_kind(r->kind)) p->live -= r->charged;
+    if (!mb_state_kind(r->kind)) { p->live -= r->charged; p->live_g -= r->gran; }
     free(r->ptr);
     free(r);
 }
 
 static void mb_touch(mb_probe *p, mb_rec *r) {
-    if (r->charged >= p->min_swap && r->last_op != p->op) p->pinned += r->charged;
+    if (r->charged >= p->min_swap && r->last_op != p->op) { p->pinned += r->charged; p->pinned_g += r->gran; }
     r->last_op = p->op;
 }
 
@@ -146,6 +164,7 @@ static void mb_op(void *u, const char *name, uint64_t site) {
     (void)site;
     p->op++;
     p->pinned = 0;
+    p->pinned_g = 0;
     p->name = name;
     size_t n = strlen(name);
     p->bwd = n > 4 && !strcmp(name + n - 4, "_bwd");
@@ -157,8 +176,13 @@ static void mb_op(void *u, const char *name, uint64_t site) {
  * 4 KiB, at most 25 % above its bytes): sum_e class(n_e w) <= 4 KiB * E + 1.25 * K * (B*T*w), so
  * each probed per-expert buffer (L<l>.moe.e<e>.*) is charged 1.25 x its class + 4 KiB * ceil(E / K). */
 static uint64_t mb_host(const mb_probe *p, const gpt_buf *buf, uint64_t charged) {
+    int moe = p->moe_e > 0 && p->moe_k > 0 && strstr(buf->name, ".moe.e");
+    uint64_t per = moe ? (uint64_t)((p->moe_e + p->moe_k - 1) / p->moe_k) : 0;
+    /* granule mode: the model's routing slack is in granules (gpt_model.moe_route_unit); the
+     * host copy is the same whatever the device's unit, so count the 256-byte slack only */
+    if (moe && p->G > GPT_MEM_ALIGN && charged > per * (p->G - GPT_MEM_ALIGN)) charged -= per * (p->G - GPT_MEM_ALIGN);
     uint64_t c = ss_hostpool_class_bytes(charged);
-    if (p->moe_e > 0 && p->moe_k > 0 && strstr(buf->name, ".moe.e")) c += (c + 3) / 4 + 4096ull * (uint64_t)((p->moe_e + p->moe_k - 1) / p->moe_k);
+    if (moe) c += (c + 3) / 4 + 4096ull * per;
     return c;
 }
 
@@ -185,7 +209,7 @@ static int mb_save(void *u, gpt_buf *buf, const gpt_save_info *info, uint64_t *h
         p->host_live += mb_host(p, buf, r->charged);
         if (p->host_live > p->host_peak) p->host_peak = p->host_live;
     }
-    if (r->saves++ == 0 && r->charged >= p->min_swap) p->swappable += r->charged;
+    if (r->saves++ == 0 && r->charged >= p->min_swap) { p->swappable += r->charged; p->swappable_g += r->gran; }
     mb_touch(p, r);
     gpt_buf_ref(buf);
     p->slots[p->nslots++] = buf;
@@ -219,7 +243,8 @@ static void mb_release(void *u, uint64_t h) {
     if (r->saves == 1) p->host_live -= mb_host(p, b, r->charged);
     if (--r->saves == 0 && r->charged >= p->min_swap) {
         p->swappable -= r->charged;
-        if (r->last_op == p->op) p->pinned -= r->charged;
+        p->swappable_g -= r->gran;
+        if (r->last_op == p->op) { p->pinned -= r->charged; p->pinned_g -= r->gran; }
     }
     gpt_buf_unref(p->mem, b);
     while (p->nslots && !p->slots[p->nslots - 1]) p->nslots--;
@@ -279,6 +304,7 @@ static int probe_run(const gpt_config *c, const gpt_schedule *s, int mode, int d
     p.moe_k = pc.moe_topk;
     p.op = -1;
     p.name = "init";
+    p.G = unit > GPT_MEM_ALIGN ? unit : 0;   /* a unit above 256 B is the allocator's granule */
     gpt_mem mem;
     gpt_mem_backend be = {"probe", &p, mb_alloc0, mb_free, NULL, mb_alloc};
     gpt_mem_init_backend(&mem, &be, 0);
@@ -297,6 +323,7 @@ static int probe_run(const gpt_config *c, const gpt_schedule *s, int mode, int d
         goto out;
     }
     m.moe_route_force = 1;
+    m.moe_route_unit = p.G ? (size_t)p.G : GPT_MEM_ALIGN;
     float loss;
     int e = gpt_step_begin(&m, 0);
     if (!e) e = gpt_step_micro(&m, tok, tgt, B, T, 1.0f, &loss);
@@ -323,6 +350,17 @@ static int probe_run(const gpt_config *c, const gpt_schedule *s, int mode, int d
         out->host_bytes = p.host_peak;
         out->host_moe = p.moe_e > 0 && p.moe_k > 0;
         snprintf(out->op, sizeof out->op, "%s", p.peak_name ? p.peak_name : "?");
+        if (p.G) {
+            /* the out-of-memory rule in granules (docs/allocator.md): the persistent pool packs
+             * the state from a granule boundary, ceil(state / G); then the peak over the
+             * iteration of what must stay resident, counted as the rule counts it */
+            uint64_t pg = (out->state_bytes + p.G - 1) / p.G;
+            out->min_budget_bytes = (pg + p.peak_g) * p.G;
+            out->work_bytes = out->min_budget_bytes - out->state_bytes;
+            out->backward = p.peak_g_bwd;
+            out->op_index = p.peak_g_op;
+            snprintf(out->op, sizeof out->op, "%s", p.peak_g_name ? p.peak_g_name : "?");
+        }
     }
 out:
     for (size_t i = p.nslots; i > 0; i--) mb_release(&p, i);

@@ -62,6 +62,13 @@ typedef enum ss_lifetime {
 
 ss_alloc_config ss_alloc_config_default(void);
 
+/* The granule an allocator uses for option value `granule_bytes` (0: plain segments, returns 0)
+ * under `budget` (after the device's clamp; 0: unbounded) on a device of `vm_granularity`
+ * (caps.vm_granularity; measure mode: SS_ALLOC_ALIGN): raised to budget / 16384 (the kernel's
+ * limit on mappings) and to a multiple of the device's unit, at most the budget. The trainer's
+ * smallest budget counts in it (docs/trainer.md). */
+uint64_t ss_alloc_granule_for(uint64_t granule_bytes, uint64_t budget, uint64_t vm_granularity);
+
 /* Called when the budget is exhausted after cached segments were released. It should make at
  * least `need` bytes reclaimable (typically by swapping tensors out and freeing their blocks)
  * and set *freed to what it released. Returning non-SS_OK or *freed == 0 ends the retry. */

@@ -848,6 +848,19 @@ ss_alloc_config ss_alloc_config_default(void) {
     return c;
 }
 
+uint64_t ss_alloc_granule_for(uint64_t granule_bytes, uint64_t budget, uint64_t vm_granularity) {
+    if (!granule_bytes) return 0;
+    uint64_t unit = vm_granularity > SS_ALLOC_ALIGN ? round_up(vm_granularity, SS_ALLOC_ALIGN) : SS_ALLOC_ALIGN;
+    if (budget == 0) budget = UINT64_MAX;
+    else budget -= budget % SS_ALLOC_ALIGN;
+    uint64_t g = granule_bytes;
+    /* the kernel's limit on mappings: at most 16384 granules in the budget */
+    if (budget != UINT64_MAX && g < (budget + 16383) / 16384) g = (budget + 16383) / 16384;
+    g = round_up(g, unit);
+    if (budget != UINT64_MAX && g > budget) g = budget / unit * unit;
+    return g;
+}
+
 ss_status ss_alloc_new(ss_device_t *dev, const ss_alloc_config *cfg, ss_alloc_t **out) {
     SS_CHECK_ARG(!out, "ss_alloc_new: out is NULL");
     ss_alloc_config c = cfg ? *cfg : ss_alloc_config_default();
@@ -887,11 +900,7 @@ ss_status ss_alloc_new(ss_device_t *dev, const ss_alloc_config *cfg, ss_alloc_t 
             c.granule_bytes = 0;
         } else {
             uint64_t unit = dg > SS_ALLOC_ALIGN ? round_up(dg, SS_ALLOC_ALIGN) : SS_ALLOC_ALIGN;
-            uint64_t g = c.granule_bytes;
-            /* the kernel's limit on mappings: at most 16384 granules in the budget */
-            if (budget != UINT64_MAX && g < (budget + 16383) / 16384) g = (budget + 16383) / 16384;
-            g = round_up(g, unit);
-            if (budget != UINT64_MAX && g > budget) g = budget / unit * unit;
+            uint64_t g = ss_alloc_granule_for(c.granule_bytes, budget, dg);
             if (g == 0) {
                 pthread_mutex_destroy(&a->mu);
                 free(a);

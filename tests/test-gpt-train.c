@@ -420,11 +420,12 @@ typedef struct vrun {
     int        open;
 } vrun;
 
+static const ss_options *g_dev_opts;   /* the device's and allocator's options (NULL: defaults) */
 static int vr_open_seg(vrun *r, const gpt_config *c, const gpt_schedule *s, gpt_mode mode, uint64_t budget,
                        uint64_t segment) {
     char err[256];
     memset(r, 0, sizeof *r);
-    if (gpt_mem_init_ss_ex(&r->mem, "cpu-sim", NULL, budget, segment, err, sizeof err)) {
+    if (gpt_mem_init_ss_ex(&r->mem, "cpu-sim", g_dev_opts, budget, segment, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
@@ -556,7 +557,6 @@ static int swap_open(mode_run *x, const gpt_config *c, const gpt_schedule *s, ui
     }
     return swap_open_seg(x, c, s, budget, gpt_mem_segment_for_run(budget, gpt_state_bytes(c), mb.min_budget_bytes));
 }
-static const ss_options *g_dev_opts;   /* the device's and allocator's options (NULL: defaults) */
 static int swap_open_seg(mode_run *x, const gpt_config *c, const gpt_schedule *s, uint64_t budget, uint64_t segment) {
     char err[256];
     if (gpt_mem_init_ss_ex(&x->mem, "cpu-sim", g_dev_opts, budget, segment, err, sizeof err)) {
@@ -808,9 +808,17 @@ static void t_varying_exact(void) {
  * min_budget_bytes, with the exact-size segments `smartswap train` uses below twice it, and
  * recompute at exactly its own figure (gpt_min_budget_probe_mode), every loss, evaluation loss
  * and the final weights equal none's (memcmp), no out-of-memory; one unit below is refused; the
- * figure lies between the state and none's peak. */
+ * figure lies between the state and none's peak. With granules (G > 0: option granule, every
+ * run's allocator maps granules of G) the figure is counted in granules as the allocator's
+ * out-of-memory rule counts them, and the same runs at exactly it must train; the figure may
+ * then pass none's byte peak (one granule per small block), so that bound is not checked. */
 #define MB_STEPS 5
-static void t_min_budget_trains(void) {
+static void min_budget_trains_at(uint64_t G) {
+    static ss_options dev;
+    dev = ss_options_default();
+    dev.granule_bytes = G;
+    g_dev_opts = G ? &dev : NULL;
+    uint64_t unit = G ? G : 256;
     static const struct { int L, C, A, KV, F, E, K, attn, loss, b, s1, s2, accum, eval; } cf[] = {
         {2, 32, 4, 1, 48, 0, 0, GPT_ATTN_FLASH, GPT_LOSS_CHUNKED, 2, 20, 40, 1, 0},
         {2, 32, 4, 2, 48, 4, 2, GPT_ATTN_FLASH, GPT_LOSS_CHUNKED, 2, 10, 16, 2, 2},
@@ -824,15 +832,17 @@ static void t_min_budget_trains(void) {
         gpt_schedule s = {cf[k].b, cf[k].s1, cf[k].s2, cf[k].accum, cf[k].eval, 31 + (uint64_t)k, 1e-2f};
         gpt_min_budget mb;
         char err[256];
-        if (gpt_min_budget_probe(&c, &s, gpt_min_swap_default(&c, s.seq_min), 256, &mb, err, sizeof err)) {
+        if (gpt_min_budget_probe(&c, &s, gpt_min_swap_default(&c, s.seq_min), unit, &mb, err, sizeof err)) {
             CHECK_MSG(0, "probe: %s", err);
             continue;
         }
+        /* the granule the allocator uses at that budget is the one the figure counts in */
+        if (G) CHECK_EQ_U64(ss_alloc_granule_for(G, mb.min_budget_bytes, 4096), G);
         char msg[512];
         CHECK(gpt_min_budget_refuse(&mb, mb.min_budget_bytes - 256, msg, sizeof msg) == 1 && strstr(msg, "smallest budget"));
         CHECK(gpt_min_budget_refuse(&mb, mb.min_budget_bytes, msg, sizeof msg) == 0);
         gpt_min_budget rmb;
-        if (gpt_min_budget_probe_mode(&c, &s, GPT_MODE_RECOMPUTE, 0, 256, &rmb, err, sizeof err)) {
+        if (gpt_min_budget_probe_mode(&c, &s, GPT_MODE_RECOMPUTE, 0, unit, &rmb, err, sizeof err)) {
             CHECK_MSG(0, "recompute probe: %s", err);
             continue;
         }
@@ -842,7 +852,7 @@ static void t_min_budget_trains(void) {
         /* the hybrid's own figure (what it rebuilds is held): at least the swap-only one; below
          * it smartswap train runs --swap-only, as mr[1] does here when the two differ */
         gpt_min_budget hmb;
-        if (gpt_min_budget_probe_hybrid(&c, &s, gpt_min_swap_default(&c, s.seq_min), 256, &hmb, err, sizeof err)) {
+        if (gpt_min_budget_probe_hybrid(&c, &s, gpt_min_swap_default(&c, s.seq_min), unit, &hmb, err, sizeof err)) {
             CHECK_MSG(0, "hybrid probe: %s", err);
             continue;
         }
@@ -862,6 +872,12 @@ static void t_min_budget_trains(void) {
         for (int i = 1; i < 3; i++)
             if (swap_open_seg(&mr[i], &c, &s, mb.min_budget_bytes, 256)) { CHECK(0); return; }
         if (vr_open_seg(&mr[3].r, &c, &s, GPT_MODE_RECOMPUTE, rmb.min_budget_bytes, 256)) { CHECK(0); return; }
+        if (G) {
+            ss_alloc_config ac;
+            for (int i = 1; i < 4; i++)
+                if (ss_alloc_get_config(gpt_mem_ss_alloc(i == 3 ? &mr[3].r.mem : &mr[i].mem), &ac) == SS_OK)
+                    CHECK_EQ_U64(ac.granule_bytes, G);
+        }
         int same = 1, fails = 0, evals = 0;
         uint64_t peak = 0;
         for (int st = 0; st < MB_STEPS && !fails; st++) {
@@ -894,13 +910,14 @@ static void t_min_budget_trains(void) {
             CHECK_MSG(same_params(&mr[0].r.model, &mr[i].model, 0), "config %zu %s: final weights differ", k,
                       gpt_mode_name(mr[i].mode));
         CHECK_MSG(fails || same_params(&mr[0].r.model, &mr[3].r.model, 0), "config %zu recompute: final weights differ", k);
-        CHECK_MSG(rmb.min_budget_bytes <= peak, "config %zu: recompute's smallest %llu above none's peak %llu", k,
+        CHECK_MSG(G || rmb.min_budget_bytes <= peak, "config %zu: recompute's smallest %llu above none's peak %llu", k,
                   (unsigned long long)rmb.min_budget_bytes, (unsigned long long)peak);
-        CHECK_MSG(mb.min_budget_bytes > mb.state_bytes && mb.min_budget_bytes <= peak,
+        CHECK_MSG(mb.min_budget_bytes > mb.state_bytes && (G || mb.min_budget_bytes <= peak),
                   "config %zu: smallest %llu, state %llu, none's peak %llu", k, (unsigned long long)mb.min_budget_bytes,
                   (unsigned long long)mb.state_bytes, (unsigned long long)peak);
-        fprintf(stderr, "     config %zu: smallest budget %llu = state %llu + %llu (%s), none's peak %llu: smartswap and "
+        fprintf(stderr, "     config %zu%s: smallest budget %llu = state %llu + %llu (%s), none's peak %llu: smartswap and "
                 "offload-all bit-identical to none at it; recompute's %llu (%s), bit-identical at it\n", k,
+                G == 0 ? "" : G == 4096 ? " (4 KiB granules)" : " (64 KiB granules)",
                 (unsigned long long)mb.min_budget_bytes, (unsigned long long)mb.state_bytes,
                 (unsigned long long)mb.work_bytes, mb.op, (unsigned long long)peak,
                 (unsigned long long)rmb.min_budget_bytes, rmb.op);
@@ -908,6 +925,13 @@ static void t_min_budget_trains(void) {
         vr_close(&mr[3].r);
         for (int i = 1; i < 3; i++) swap_close(&mr[i]);
     }
+    g_dev_opts = NULL;
+}
+static void t_min_budget_trains(void) { min_budget_trains_at(0); }
+/* The same with virtual-memory segments: 4 KiB (cpu-sim's page) and 64 KiB granules. */
+static void t_min_budget_granules(void) {
+    min_budget_trains_at(4096);
+    min_budget_trains_at(64 << 10);
 }
 
 /* Issue 7's acceptance test: a configuration whose activations dominate its memory (8 layers
@@ -1488,6 +1512,7 @@ int main(int argc, char **argv) {
     }
     if (argc == 2 && !strcmp(argv[1], "--min-budget")) {   /* that test alone */
         RUN(t_min_budget_trains);
+    RUN(t_min_budget_granules);
         return test_summary();
     }
     if (argc == 2 && !strcmp(argv[1], "--virtual")) {   /* that test alone */
@@ -1509,6 +1534,7 @@ int main(int argc, char **argv) {
     RUN(t_reserved_vs_sim);
     RUN(t_virtual_deterministic);
     RUN(t_min_budget_trains);
+    RUN(t_min_budget_granules);
     RUN(t_plans_across_runs);
     RUN(t_ss_owned_blocks);
     RUN(t_saved_sizes);

@@ -298,6 +298,17 @@ static int parse(int argc, char **argv, flags *fl) {
     return 0;
 }
 
+/* The smallest budgets of a run in `unit` (256 B with plain segments, else the granule): the
+ * swapping modes' (mb) and, in none and recompute, the mode's own (mbm; else mbm = mb). */
+static int probe_floors(const gpt_config *c, const gpt_schedule *psch, int mode, int swapping, uint64_t min_swap,
+                        uint64_t unit, gpt_min_budget *mb, gpt_min_budget *mbm, char *err, size_t errlen) {
+    if (gpt_min_budget_probe(c, psch, min_swap, unit, mb, err, errlen) ||
+        (!swapping && gpt_min_budget_probe_mode(c, psch, mode, min_swap, unit, mbm, err, errlen)))
+        return 1;
+    if (swapping) *mbm = *mb;
+    return 0;
+}
+
 int cmd_train(int argc, char **argv) {
     flags fl;
     int pr = parse(argc, argv, &fl);
@@ -382,14 +393,26 @@ int cmd_train(int argc, char **argv) {
     gpt_schedule psch = {c->batch, fl.seq_min, c->seq, (int)fl.accum, (int)fl.eval_every, (uint64_t)fl.seed,
                          (float)fl.lr};
     gpt_min_budget mb;
-    uint64_t unit = opts.granule_bytes ? opts.granule_bytes : 256;
     gpt_min_budget mbm;   /* this mode's own: none and recompute keep their saved tensors */
-    if (gpt_min_budget_probe(c, &psch, opts.min_swap_bytes, unit, &mb, err, sizeof err) ||
-        (!swapping && gpt_min_budget_probe_mode(c, &psch, fl.mode, opts.min_swap_bytes, unit, &mbm, err, sizeof err))) {
-        cli_error(CMD, NULL, "the smallest-budget probe failed: %s", err);
-        return 1;
+    /* counted in the allocator's unit: 256 B with plain segments; with granules (option
+     * granule) the granule this budget's allocator will use (ss_alloc_granule_for: raised to
+     * budget / 16384 and to the device's page, cpu-sim's host page or the cuda device's 2 MiB;
+     * checked against the allocator once it exists). With no budget given, the granule of the
+     * figure itself, so that a run at the printed figure counts as this one did */
+    int have_budget = fl.budget_given || opts.budget_bytes;
+    long pg = sysconf(_SC_PAGESIZE);
+    uint64_t vmg = on_cuda ? (2ull << 20) : pg > 0 ? (uint64_t)pg : 4096;
+    uint64_t unit = opts.granule_bytes ? ss_alloc_granule_for(opts.granule_bytes, have_budget ? fl.budget : state, vmg)
+                                       : 256;
+    for (int round = 0;; round++) {
+        if (probe_floors(c, &psch, fl.mode, swapping, opts.min_swap_bytes, unit, &mb, &mbm, err, sizeof err)) {
+            cli_error(CMD, NULL, "the smallest-budget probe failed: %s", err);
+            return 1;
+        }
+        uint64_t u2 = opts.granule_bytes && !have_budget ? ss_alloc_granule_for(opts.granule_bytes, mbm.min_budget_bytes, vmg) : unit;
+        if (u2 <= unit || round == 8) break;
+        unit = u2;
     }
-    if (swapping) mbm = mb;
     char refusal[512];
     if (gpt_min_budget_refuse(&mbm, fl.budget, refusal, sizeof refusal)) {
         cli_error(CMD,
@@ -469,6 +492,25 @@ int cmd_train(int argc, char **argv) {
         cli_error(CMD, NULL, "%s", err);
         gpt_data_free(&data);
         return 1;
+    }
+    ss_alloc_config eff;
+    if (opts.granule_bytes && have_budget && ss_alloc_get_config(gpt_mem_ss_alloc(&mem), &eff) == SS_OK &&
+        eff.granule_bytes && eff.granule_bytes != unit) {
+        /* the device's granule is not the one the figures were counted in: count again */
+        unit = eff.granule_bytes;
+        int bad = probe_floors(c, &psch, fl.mode, swapping, opts.min_swap_bytes, unit, &mb, &mbm, err, sizeof err);
+        if (!bad && fl.mode == GPT_MODE_SMARTSWAP && !fl.swap_only && !demoted)
+            bad = gpt_min_budget_probe_hybrid(c, &psch, opts.min_swap_bytes, unit, &mbh, err, sizeof err);
+        if (bad) cli_error(CMD, NULL, "the smallest-budget probe failed: %s", err);
+        else if (gpt_min_budget_refuse(&mbm, fl.budget, refusal, sizeof refusal))
+            cli_error(CMD, "raise --budget to at least the smallest budget", "%s (in granules of %llu bytes)", refusal,
+                      (unsigned long long)unit);
+        if (bad || fl.budget < mbm.min_budget_bytes) {
+            gpt_mem_destroy(&mem);
+            gpt_data_free(&data);
+            return 1;
+        }
+        if (fl.mode == GPT_MODE_SMARTSWAP && !fl.swap_only && fl.budget < mbh.min_budget_bytes) { fl.swap_only = 1; demoted = 1; }
     }
     mem.ops = ops;   /* NULL: host memory and the CPU kernels (cpu-sim) */
     /* none, recompute: saved tensors stay resident (gpt_keep); every call is also reported to a
