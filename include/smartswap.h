@@ -256,6 +256,14 @@ typedef struct ss_iter_report ss_iter_report;
 ss_status ss_ctx_iter_begin(ss_ctx_t *ctx);
 ss_status ss_ctx_iter_end(ss_ctx_t *ctx, ss_iter_report *report);
 
+/* The next iteration's size signature, declared before its ss_ctx_iter_begin: len[0 .. n) are its
+ * lengths along its one varying dimension, one per segment in order (the sequence length of each
+ * micro-batch). The stage then sizes the iteration's plan before its first save: when the largest
+ * length exceeds what its structure's envelope was planned for, the envelope is derived for it
+ * from two sizes seen before (docs/api.md, "Sizes up front"). Applies to the next iteration only;
+ * n = 0 clears it. SS_ERR_INVALID for len NULL with n > 0 or a length < 1; SS_ERR_STATE while an iteration is open. Driving thread. */
+ss_status ss_ctx_sizes(ss_ctx_t *ctx, const int64_t *len, uint32_t n);
+
 /* One operator is about to run: name id from ss_ctx_intern, site = a hash of its call site
  * (0 if unknown). Folded into the running sequence hash; in a detailed iteration also
  * recorded. Saves, loads and releases that follow belong to this operator. Lock-free in light
@@ -415,6 +423,8 @@ typedef struct ss_ctx_stats {
                                     (then derived for it) */
     uint64_t fuzzy_runs;         /* iterations that skipped operators of their plan (an expert with no
                                     tokens) and ran under it by fuzzy matching, without detail */
+    uint64_t sized_ahead;        /* envelopes derived at ss_ctx_iter_begin for a longest length
+                                    declared by ss_ctx_sizes beyond the envelope's (no save seen) */
 } ss_ctx_stats;
 
 /* Copies the counters. Any thread. */

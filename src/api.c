@@ -200,6 +200,25 @@ ss_status ss_ctx_set_mem(ss_ctx_t *ctx, uint64_t bytes_in_use) {
 
 _Thread_local int ssi_tl_ovh;
 
+ss_status ss_ctx_sizes(ss_ctx_t *ctx, const int64_t *len, uint32_t n) {
+    SS_CHECK_ARG(!ctx, "ss_ctx_sizes: ctx is NULL");
+    SS_CHECK_ARG(n && !len, "ss_ctx_sizes: len is NULL with n > 0");
+    if (ctx->in_iter) {
+        SS_ERROR("ss_ctx_sizes: iteration %llu is open (declare the sizes before ss_ctx_iter_begin)",
+                 (unsigned long long)ctx->iter);
+        return SS_ERR_STATE;
+    }
+    int64_t mx = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        SS_CHECK_ARG(len[i] < 1, "ss_ctx_sizes: a length below 1 (lengths are element counts)");
+        if (len[i] > mx) mx = len[i];
+    }
+    pthread_mutex_lock(&ctx->lock);
+    ctx->decl_len = mx;
+    pthread_mutex_unlock(&ctx->lock);
+    return SS_OK;
+}
+
 /* ---- iterations ----------------------------------------------------------------------------- */
 
 ss_status ss_ctx_iter_begin(ss_ctx_t *ctx) {

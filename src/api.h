@@ -112,6 +112,8 @@ struct ss_ctx {
     int       phase_set;        /* the caller set the phase in this iteration */
     uint64_t  size_tag;         /* the caller's varying dimensions of this iteration, hashed
                                    (0: none); folded into its size signature (stage.c) */
+    int64_t   decl_len;         /* ss_ctx_sizes: the next iteration's longest declared length
+                                   (0: none declared); taken and cleared by iter_begin */
 
     /* memory accounting for detailed profiles (lock) */
     uint64_t  saved_live;       /* bytes of saved tensors not yet released, any iteration */

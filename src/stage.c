@@ -49,6 +49,7 @@
 #include "api.h"
 #include "derive.h"
 
+#include <math.h>
 #include <stdio.h>
 
 ss_status ssi_plan_default(void *user, const ss_profile *prof, ss_plan **out) {
@@ -91,6 +92,7 @@ static void entry_clear(ss_ctx_t *ctx, ssi_cache_entry *e) {
     if (!e->used) return;
     plan_free(ctx, e->plan);
     ssi_profile_free(e->prof);
+    free(e->ref);
     memset(e, 0, sizeof *e);
 }
 
@@ -529,6 +531,8 @@ static ss_status start_partial(ss_ctx_t *ctx, uint32_t n, uint32_t m, uint32_t u
 
 /* ---- per iteration ------------------------------------------------------------------------ */
 
+static void envelope_ahead(ss_ctx_t *ctx);
+
 ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
     ssi_stage *s = &ctx->st;
     s->recording = 0;
@@ -542,6 +546,8 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
     s->nobs = 0;
     s->size_div = 0;
     s->fuzzy = 0;
+    s->it_len = ctx->decl_len;
+    ctx->decl_len = 0;
     s->stage_now = atomic_load(&s->stage);
     cursor_set(ctx, -1, 0);
     int record = 0;
@@ -555,6 +561,7 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
             break;
         }
         s->withheld = s->cooldown > 0;
+        if (!s->probe_pending && !s->stale) envelope_ahead(ctx);
         cursor_set(ctx, s->cur, 0);
         if (!s->withheld && (s->cur < 0 || s->probe_pending || s->stale)) {
             record = 1;
@@ -814,29 +821,112 @@ static int end_recorded(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint64_t sig, dou
         return SS_PLAN_PENDING;
     }
     s->rec = NULL;   /* the cache owns it now */
+    s->cache[s->cur].len = s->it_len;
     bound_count(ctx);
     return SS_PLAN_NEW;
 }
 
 /* Derives the envelope of structure (hash h, n operators) from profile src with its saves at mx[0..m)
- * and caches it (into slot ei, or a new slot when -1) as the current plan: SS_PLAN_NEW, or -1. */
+ * and caches it (into slot ei, or a new slot when -1) as the current plan, for longest declared
+ * length len with reference tensors ref at ref_len (ref: m entries, taken in every case, NULL
+ * for none): SS_PLAN_NEW, or -1. */
 static int envelope_make(ss_ctx_t *ctx, const ss_profile *src, const ss_prof_tensor *mx, uint32_t m, uint64_t h,
-                         uint32_t n, int ei) {
+                         uint32_t n, int ei, int64_t len, ss_prof_tensor *ref, int64_t ref_len) {
     ssi_stage *s = &ctx->st;
     ss_profile *p = NULL;
-    if (ssi_derive_profile(src, mx, m, h, env_sig(h, n), &p) != SS_OK) return -1;
+    if (ssi_derive_profile(src, mx, m, h, env_sig(h, n), &p) != SS_OK) { free(ref); return -1; }
     snprintf(p->desc, sizeof p->desc, "smartswap envelope of a structure (%u operators), iteration %llu", n,
              (unsigned long long)ctx->iter);
     if (cache_plan(ctx, p, ei) != SS_OK) {
         ssi_profile_free(p);
+        free(ref);
         return -1;
     }
-    s->cache[s->cur].derived = 1;
-    s->cache[s->cur].envelope = 1;
+    ssi_cache_entry *e = &s->cache[s->cur];
+    e->derived = 1;
+    e->envelope = 1;
+    e->len = len;
+    e->ref = ref;
+    e->ref_len = ref ? ref_len : 0;
     ctx->stats.derived++;
-    ctx->stats.hits_matched++;
-    bound_reset(ctx);
     return SS_PLAN_NEW;
+}
+
+/* A copy of m tensors (NULL for none or out of memory: the envelope then has no reference). */
+static ss_prof_tensor *tensors_dup(const ss_prof_tensor *t, uint32_t m) {
+    if (!t || !m) return NULL;
+    ss_prof_tensor *d = malloc((size_t)m * sizeof *d);
+    if (d) memcpy(d, t, (size_t)m * sizeof *d);
+    return d;
+}
+
+/* The longest length of two declared ones, 0 when either is unknown. */
+static int64_t len_join(int64_t a, int64_t b) { return a > 0 && b > 0 ? (a > b ? a : b) : 0; }
+
+/* Sizes up front: the reference an envelope keeps after an iteration at declared length li met
+ * it (or the plan it is made from, src, at its length): of the two lengths the shorter one's
+ * tensors, each raised to its call site's largest (km), when they differ; else src's own
+ * reference. Tensors are obs (the iteration's, m of them) or src's. Malloc'd, NULL for none. */
+static ss_prof_tensor *ref_after(const ssi_cache_entry *src, const ss_prof_tensor *obs, uint32_t m,
+                                 const uint64_t *km, int64_t li, int64_t *ref_len) {
+    int64_t ls = src->len;
+    if (ls > 0 && li > 0 && ls != li && km) {
+        ss_prof_tensor *r = tensors_dup(li < ls ? obs : src->prof->tensors, m);
+        if (r) site_raise(r, km, m, NULL, NULL, 0);
+        *ref_len = li < ls ? li : ls;
+        return r;
+    }
+    *ref_len = src->ref_len;
+    return src->envelope ? tensors_dup(src->ref, m) : NULL;
+}
+
+/* Dimension se (at length le) of a tensor that was sr at the shorter length lr, at length l > le:
+ * on the line through the two, rounded up; never below se (the envelope only grows). */
+static int64_t dim_ahead(int64_t se, int64_t sr, int64_t le, int64_t lr, int64_t l) {
+    if (se <= sr || le <= lr) return se;
+    int64_t num = (se - sr) * (l - le), den = le - lr;
+    return se + num / den + (num % den ? 1 : 0);
+}
+
+/* Sizes up front (ss_ctx_sizes): the iteration declared a longest length beyond the one its
+ * current plan, its structure's envelope, was planned for. Each dimension of each envelope
+ * tensor is taken as linear in the length through the envelope's and its reference's (the two
+ * shortest and longest lengths seen: the framework's shapes, never matched values); the
+ * envelope is derived at the new length before the first save, so the executor schedules the
+ * iteration for its sizes and evicts nothing for them. Without a reference (one length seen so
+ * far) nothing changes: the end of the iteration grows the envelope as observed. */
+static void envelope_ahead(ss_ctx_t *ctx) {
+    ssi_stage *s = &ctx->st;
+    int ei = s->cur;
+    if (!is_env(ctx, ei)) return;
+    const ssi_cache_entry *e = &s->cache[ei];
+    int64_t l = s->it_len;
+    if (!e->ref || e->len <= 0 || e->ref_len <= 0 || e->ref_len >= e->len || l <= e->len) return;
+    uint32_t m = e->prof->ntensors;
+    ss_prof_tensor *mx = tensors_dup(e->prof->tensors, m);
+    ss_prof_tensor *ref = tensors_dup(e->ref, m);
+    uint64_t *km = prof_site_keys(e->prof);
+    if (!mx || !ref || !km) { free(mx); free(ref); free(km); return; }
+    for (uint32_t t = 0; t < m; t++) {
+        ss_prof_tensor *x = &mx[t];
+        const ss_prof_tensor *r = &e->ref[t];
+        if (r->ndim != x->ndim || r->dtype != x->dtype || !x->ndim) continue;
+        double po = 1, pn = 1;
+        for (uint32_t d = 0; d < x->ndim && d < SS_MAX_DIMS; d++) {
+            int64_t nd = dim_ahead(x->shape[d], r->shape[d], e->len, e->ref_len, l);
+            po *= (double)x->shape[d];
+            pn *= (double)nd;
+            x->shape[d] = nd;
+        }
+        if (po > 0 && pn > po) x->bytes = (uint64_t)ceil((double)x->bytes * (pn / po));
+    }
+    site_raise(mx, km, m, NULL, NULL, 0);
+    free(km);
+    int64_t rl = e->ref_len;
+    uint64_t h = e->hash;
+    uint32_t n = e->nops;
+    if (envelope_make(ctx, e->prof, mx, m, h, n, ei, l, ref, rl) == SS_PLAN_NEW) ctx->stats.sized_ahead++;
+    free(mx);
 }
 
 /* A light iteration of a known structure (hash h, n operators, m saves as observed) at sizes of
@@ -867,9 +957,17 @@ static int envelope_update(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m) {
         }
     }
     if (site_raise(mx, km, m, NULL, NULL, 0)) grow = 1;
+    int64_t rl = 0, li = s->it_len;
+    ss_prof_tensor *ref = ref_after(src, s->obs, m, km, li, &rl);
+    int64_t len = len_join(src->len, li);
     free(km);
     if (!grow) {
         free(mx);
+        ssi_cache_entry *ee = &s->cache[ei];   /* the reference and length move without a new plan */
+        free(ee->ref);
+        ee->ref = ref;
+        ee->ref_len = ref ? rl : 0;
+        ee->len = len;
         int was = s->cur;
         s->cur = ei;
         cache_touch(ctx, ei);
@@ -878,8 +976,12 @@ static int envelope_update(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m) {
         if (was != ei) ctx->stats.plan_switches++;
         return s->mid_switches || was != ei ? SS_PLAN_HIT : SS_PLAN_SAME;
     }
-    int r = envelope_make(ctx, src->prof, mx, m, h, n, ei);
+    int r = envelope_make(ctx, src->prof, mx, m, h, n, ei, len, ref, rl);
     free(mx);
+    if (r >= 0) {
+        ctx->stats.hits_matched++;
+        bound_reset(ctx);
+    }
     return r;
 }
 
@@ -896,8 +998,15 @@ static int envelope_fuzzy_grow(ss_ctx_t *ctx, int ei) {
     int r = -1;
     if (mx && km) {
         memcpy(mx, ep->tensors, (size_t)m * sizeof *mx);
-        if (site_raise(mx, km, m, s->obs, s->obs_key, s->nobs))
-            r = envelope_make(ctx, ep, mx, m, s->cache[ei].hash, s->cache[ei].nops, ei);
+        if (site_raise(mx, km, m, s->obs, s->obs_key, s->nobs)) {
+            const ssi_cache_entry *e = &s->cache[ei];
+            r = envelope_make(ctx, ep, mx, m, e->hash, e->nops, ei, len_join(e->len, s->it_len),
+                              tensors_dup(e->ref, m), e->ref_len);
+            if (r >= 0) {
+                ctx->stats.hits_matched++;
+                bound_reset(ctx);
+            }
+        }
     }
     free(mx);
     free(km);
@@ -968,6 +1077,7 @@ static int end_light(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m, uint64_t
             ssi_derive_profile(e->prof, s->obs, m, h, sig, &p) == SS_OK) {
             if (cache_plan(ctx, p, -1) == SS_OK) {
                 s->cache[s->cur].derived = 1;
+                s->cache[s->cur].len = s->it_len;
                 ctx->stats.derived++;
                 ctx->stats.hits_matched++;
                 bound_reset(ctx);

@@ -97,6 +97,12 @@ typedef struct ssi_cache_entry {
     uint32_t    envelope;   /* 1 = its structure's envelope: every saved tensor at the largest size
                                seen (stage.c, "envelope") */
     uint64_t    stamp;      /* LRU clock at the last use */
+    /* sizes up front (ss_ctx_sizes): the longest declared length the profile is for (0: not
+     * declared), and for an envelope its tensors at a shorter declared length ref_len (ref:
+     * ntensors entries, owned; NULL until two lengths were seen): each dimension of a tensor is
+     * taken as linear in the length through the two, so a longer length is planned ahead */
+    int64_t     len, ref_len;
+    ss_prof_tensor *ref;
 } ssi_cache_entry;
 
 /* SMARTSWAP_REPLAN: on (default), off (the first plan is kept: no checks, probes or new plans),
@@ -147,6 +153,7 @@ typedef struct ssi_stage {
     uint64_t    fz_seen[SSI_FUZZY_SEEN];   /* structures met once in fuzzy runs */
     uint32_t    fz_next;
     int         variant;        /* SSI_REPLAN_*: SMARTSWAP_REPLAN, bench-varying's baselines */
+    int64_t     it_len;         /* this iteration's longest declared length (ss_ctx_sizes; 0 none) */
 } ssi_stage;
 
 ss_status ssi_stage_init(ss_ctx_t *ctx);

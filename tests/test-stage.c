@@ -412,6 +412,82 @@ static void t_site_envelope(void) {
     ss_ctx_free(ctx);
 }
 
+/* Sizes up front (ss_ctx_sizes): an iteration of length n saves, per layer, "linear" (n x 8) and
+ * "relu" (n x n: its bytes grow with the square of the length). declare: the length is passed
+ * before the iteration begins. */
+static void run_len(ss_ctx_t *ctx, int64_t n, int declare, ss_iter_report *rep) {
+    uint64_t h[2 * L];
+    if (declare) CHECK_OK(ss_ctx_sizes(ctx, &n, 1));
+    CHECK_OK(ss_ctx_iter_begin(ctx));
+    int64_t s1[2] = {n, 8}, s2[2] = {n, n};
+    for (int l = 0; l < L; l++) {
+        CHECK_OK(ss_ctx_op(ctx, ID_LIN, 100 + l));
+        CHECK_OK(ss_ctx_save(ctx, buf + 64 * (2 * l), (uint64_t)(n * 8 * 4), SS_DTYPE_F32, 2, s1, 0, &h[2 * l]));
+        CHECK_OK(ss_ctx_op(ctx, ID_ACT, 200 + l));
+        CHECK_OK(ss_ctx_save(ctx, buf + 64 * (2 * l + 1), (uint64_t)(n * n * 4), SS_DTYPE_F32, 2, s2, 0, &h[2 * l + 1]));
+    }
+    for (int l = L - 1; l >= 0; l--) {
+        void *p = NULL;
+        CHECK_OK(ss_ctx_op(ctx, ID_ACTB, 300 + l));
+        CHECK_OK(ss_ctx_load(ctx, h[2 * l + 1], NULL, &p));
+        CHECK_OK(ss_ctx_release(ctx, h[2 * l + 1]));
+        CHECK_OK(ss_ctx_op(ctx, ID_LINB, 400 + l));
+        CHECK_OK(ss_ctx_load(ctx, h[2 * l], NULL, &p));
+        CHECK_OK(ss_ctx_release(ctx, h[2 * l]));
+    }
+    CHECK_OK(ss_ctx_op(ctx, ID_STEP, 600));
+    ss_iter_report r;
+    CHECK_OK(ss_ctx_iter_end(ctx, &r));
+    if (rep) *rep = r;
+}
+
+/* With the lengths declared, a longer length than any before is planned at iteration begin from
+ * the two lengths seen (each dimension linear in the length, so n x n is predicted exactly): the
+ * iteration runs under that envelope with no save beyond it (SS_PLAN_SAME, no divergence). Not
+ * declared, the same sequence finds out at its saves and grows the envelope at its end (NEW). Only one
+ * length seen: nothing to extrapolate from. Bad calls are refused. */
+static void t_sizes_ahead(void) {
+    static const int64_t lens[8] = {16, 16, 16, 32, 64, 48, 100, 64};
+    for (int declare = 0; declare < 2; declare++) {
+        ss_ctx_t *ctx = mk(2, 3, 8);
+        ss_iter_report r;
+        char pat[16];
+        uint64_t div_before = 0;
+        for (int i = 0; i < 8; i++) {
+            if (i == 4 || i == 6) div_before = stats(ctx).divergences;
+            run_len(ctx, lens[i], declare, &r);
+            pattern(pat, i, &r);
+            if (i == 3) CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);   /* the envelope, from 16 and 32 */
+            if (i == 4 || i == 6) {   /* 64, then 100: longer than any before */
+                CHECK_EQ_INT(r.plan_event, declare ? SS_PLAN_SAME : SS_PLAN_NEW);
+                uint64_t dv = stats(ctx).divergences - div_before;
+                if (declare) CHECK_MSG(dv == 0, "iteration %d: %llu divergences", i, (unsigned long long)dv);
+            }
+            if (i == 5 || i == 7) CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);   /* within the envelope */
+        }
+        CHECK_MSG(strcmp(pat, "..D.....") == 0, "%s", pat);
+        ss_ctx_stats st = stats(ctx);
+        CHECK_EQ_U64(st.detailed_iters, 1);
+        CHECK_EQ_U64(st.sized_ahead, declare ? 2 : 0);
+        CHECK_EQ_U64(st.derived, 3);   /* the envelope at 32, then at 64 and 100 (ahead or after) */
+        ss_ctx_free(ctx);
+    }
+    /* one length seen before a longer one: no reference, the end grows the envelope */
+    ss_ctx_t *ctx = mk(2, 3, 8);
+    ss_iter_report r;
+    for (int i = 0; i < 3; i++) run_len(ctx, 16, 1, &r);
+    run_len(ctx, 64, 1, &r);
+    CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+    CHECK_EQ_U64(stats(ctx).sized_ahead, 0);
+    int64_t bad[2] = {8, 0};
+    CHECK_STATUS(ss_ctx_sizes(ctx, bad, 2), SS_ERR_INVALID);
+    CHECK_STATUS(ss_ctx_sizes(ctx, NULL, 1), SS_ERR_INVALID);
+    CHECK_OK(ss_ctx_iter_begin(ctx));
+    CHECK_STATUS(ss_ctx_sizes(ctx, bad, 1), SS_ERR_STATE);
+    CHECK_OK(ss_ctx_iter_end(ctx, NULL));
+    ss_ctx_free(ctx);
+}
+
 static void t_replan_variants(void) {
     spec s1 = plain(), s2 = plain();
     s2.bytes = 8192;
@@ -775,6 +851,7 @@ int main(void) {
     RUN(t_alternating);
     RUN(t_sizes);
     RUN(t_site_envelope);
+    RUN(t_sizes_ahead);
     RUN(t_replan_variants);
     RUN(t_never_repeats);
     RUN(t_divergence_at_op);

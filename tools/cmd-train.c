@@ -75,6 +75,8 @@ static void usage(FILE *f) {
             "  --save-plan FILE  write the smartswap context's cached plans after the last step\n"
             "  --swap-only       smartswap: swap only (default: the hybrid, which recomputes what the link\n"
             "                    cannot hide: norm outputs, SwiGLU products, rotary q and k, ...)\n"
+            "  --no-sizes        do not declare each step's sequence lengths to smartswap before the step\n"
+            "                    (default: declared, so a new longest length is planned before its first save)\n"
             "  --min-swap SIZE   smartswap: saved tensors smaller than this stay resident (default: B x S1 x H\n"
             "                    bytes, at most 64KiB; SMARTSWAP_MIN_SWAP also sets it)\n"
             "  --host-mem SIZE   cap on host memory for swapped tensors (default: none)\n"
@@ -120,7 +122,7 @@ typedef struct flags {
     const char *data, *device, *log, *save, *plan_in, *plan_out, *timeline;
     const char *dtype;     /* "fp32" or "bf16" (--device cuda only: gpt_ops_cuda_bf16) */
     uint64_t    budget, min_swap, host_mem;
-    int         mode, quiet, min_swap_set, host_mem_set, budget_given, swap_only;
+    int         mode, quiet, min_swap_set, host_mem_set, budget_given, swap_only, no_sizes;
     double      ratio_scale, d2h_gbps, h2d_gbps, headroom;
     uint64_t    segment;
     long        calib_steps;
@@ -157,7 +159,7 @@ static int parse(int argc, char **argv, flags *fl) {
     fl->dtype = "fp32";
     fl->data = NULL; fl->device = "cpu-sim"; fl->log = NULL; fl->save = NULL;
     fl->plan_in = NULL; fl->plan_out = NULL; fl->timeline = NULL;
-    fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0; fl->swap_only = 0;
+    fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0; fl->swap_only = 0; fl->no_sizes = 0;
     fl->min_swap = 0; fl->host_mem = 0; fl->min_swap_set = fl->host_mem_set = fl->budget_given = 0;
     fl->ratio_scale = 0; fl->d2h_gbps = fl->h2d_gbps = 0; fl->calib_steps = 3;
     fl->headroom = GPT_PLAN_HEADROOM; fl->segment = 0;
@@ -169,6 +171,7 @@ static int parse(int argc, char **argv, flags *fl) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 3;
         if (!strcmp(a, "--quiet")) { fl->quiet = 1; i++; continue; }
         if (!strcmp(a, "--swap-only")) { fl->swap_only = 1; i++; continue; }
+        if (!strcmp(a, "--no-sizes")) { fl->no_sizes = 1; i++; continue; }
         long pa, pb;
         if ((r = cli_flag(argc, argv, &i, "seq", &v))) {
             if (r < 0 || parse_pair("seq", v, 1, 1 << 20, 1, &pa, &pb)) return 2;
@@ -658,6 +661,16 @@ int cmd_train(int argc, char **argv) {
         for (int ev = 0; ev < 2; ev++) {
             if (ev == 1 && !(fl.eval_every && (s + 1) % fl.eval_every == 0)) break;
             if (fl.timeline && swapping && s == fl.steps - 1 && ev == 0) ss_ctx_exec_timeline(ctx, 1);
+            /* sizes up front: the step's sequence lengths, one per micro-batch (an evaluation:
+             * the longest), before its iteration begins (ss_ctx_sizes) */
+            if (!fl.no_sizes) {
+                uint32_t nl = ev ? 1 : (uint32_t)(sch.accum < 1 ? 1 : sch.accum);
+                int64_t *lens = malloc(nl * sizeof *lens);
+                for (uint32_t j = 0; lens && j < nl; j++) lens[j] = ev ? sch.seq_max : gpt_sched_seq(&sch, (int)s, (int)j);
+                ss_status zst = lens ? ss_ctx_sizes(ctx, lens, nl) : SS_ERR_HOST_OOM;
+                free(lens);
+                if (zst) { cli_error(CMD, NULL, "ss_ctx_sizes: %s", ss_status_str(zst)); rc = 1; goto out_model; }
+            }
             double t0 = gpt_now_s();
             float loss;
             int e = ev ? gpt_eval_step(&m, &data, &sch, (int)evals, iter, &bb, &loss)
@@ -805,9 +818,10 @@ int cmd_train(int argc, char **argv) {
         printf("  plans by kind: %llu iterations under their own detailed plan (exact), %llu under a derived one "
                "(derived: the structure's envelope, or their sizes' plan), %llu matched (under the envelope by fuzzy "
                "matching, experts skipped; or growing it; or under another size's plan); %llu plans derived "
-               "from new sizes without detail, %llu missed live\n", (unsigned long long)cs.hits_exact,
+               "from new sizes without detail (%llu of them ahead, for a declared longest length), %llu missed live\n",
+               (unsigned long long)cs.hits_exact,
                (unsigned long long)cs.hits_derived, (unsigned long long)cs.hits_matched,
-               (unsigned long long)cs.derived, (unsigned long long)cs.derive_misses);
+               (unsigned long long)cs.derived, (unsigned long long)cs.sized_ahead, (unsigned long long)cs.derive_misses);
         if (swapping) {
             /* machine-readable totals for scripts (make demo) */
             printf("totals: mode=%s budget=%llu peak=%llu swapped_out=%llu swapped_in=%llu evictions=%u stalls=%u "
