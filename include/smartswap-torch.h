@@ -111,6 +111,9 @@ typedef struct ss_torch_stats {
     uint64_t resident_bytes;        /* saved bytes resident on the device now, as tallied here */
     double   stall_seconds;
     double   profile_overhead_seconds;  /* time inside smartswap during detailed recording */
+    uint64_t prefetches_refused;    /* swap-ins a plan asked for that did not fit the budget
+                                       with what was resident: refused before the caller
+                                       allocated, their loads became misses */
 } ss_torch_stats;
 
 /* Copies the counters (sums over every finished iteration). Any thread. */

@@ -66,6 +66,7 @@ struct ss_torch {
     ss_action    own[SST_MAX_OWN];   /* DROP actions of this file, handed out first */
     uint32_t     nown;
     uint64_t     evictions, evicted_bytes, misses, in_bytes;
+    uint64_t     refused;        /* prefetches refused because they did not fit the budget */
 };
 
 /* ---- the last logged error, for the adapter's exceptions ------------------------------------ */
@@ -315,19 +316,34 @@ ss_status ss_torch_poll(ss_torch_t *t, ss_action *acts, uint32_t max, uint32_t *
     if (k) { memmove(t->own, t->own + k, (t->nown - k) * sizeof *t->own); t->nown -= k; }
     uint32_t m = 0;
     ss_status st = k < max ? ss_ctx_actions(t->ctx, acts + k, max - k, &m) : SS_OK;
+    /* A swap-in buffer is resident saved bytes. A prefetch that a plan made for other sizes asks
+     * for (say, the next micro-batch's) may not fit under the budget with what is resident now:
+     * it is refused here, before the caller allocates anything, and its load brings the tensor
+     * in on the slow path (a counted miss), where the load's own eviction keeps the budget. */
+    uint64_t refused[SST_MAX_OWN];
+    uint32_t nref = 0, w = k;
     for (uint32_t i = k; i < k + m; i++) {
         tslot *x = slot_of(t, acts[i].handle, 0);
-        if (!x) continue;
-        if (acts[i].kind == SS_ACTION_DROP && x->state == T_RES) {
+        if (x && acts[i].kind == SS_ACTION_DROP && x->state == T_RES) {
             x->state = T_GONE;
             t->resident -= x->bytes;
-        } else if (acts[i].kind == SS_ACTION_ALLOC && x->state == T_GONE) {
+        } else if (x && acts[i].kind == SS_ACTION_ALLOC && x->state == T_GONE) {
+            if (t->budget && t->resident + x->bytes > t->budget && nref < SST_MAX_OWN) {
+                refused[nref++] = acts[i].handle;
+                t->refused++;
+                continue;
+            }
             x->state = T_EXEC_IN;
             t->resident += x->bytes;
         }
+        acts[w++] = acts[i];
     }
     pthread_mutex_unlock(&t->mu);
-    *n = k + m;
+    for (uint32_t i = 0; i < nref; i++) {
+        ss_status s2 = ss_ctx_action_done(t->ctx, refused[i], NULL);
+        if (s2 && !st) st = s2;
+    }
+    *n = w;
     return st;
 }
 
@@ -502,6 +518,7 @@ ss_status ss_torch_get_stats(ss_torch_t *t, ss_torch_stats *out) {
         s.evictions += t->evictions;
         s.misses += t->misses;
         s.resident_bytes = t->resident;
+        s.prefetches_refused = t->refused;
         pthread_mutex_unlock(&t->mu);
     }
     *out = s;

@@ -43,7 +43,8 @@ class TorchStats(ctypes.Structure):
                 ("host_peak_bytes", ctypes.c_uint64),
                 ("resident_bytes", ctypes.c_uint64),
                 ("stall_seconds", ctypes.c_double),
-                ("profile_overhead_seconds", ctypes.c_double)]
+                ("profile_overhead_seconds", ctypes.c_double),
+                ("prefetches_refused", ctypes.c_uint64)]
 
 
 class IterReport(ctypes.Structure):

@@ -52,6 +52,10 @@ _DTYPE = {
     torch.bool: L.DTYPE_BOOL,
 }
 _NACT = 64
+# stats() keys that count from reset_stats()
+_COUNTERS = ("swapped_out_bytes", "swapped_in_bytes", "stalls", "misses", "evictions", "iterations",
+             "detailed_iterations", "plans_made", "cache_hits", "profile_overhead_seconds",
+             "prefetches_refused")
 PLAN_MARGIN = 0.10
 _INPLACE_MSG = ("one of the variables needed for gradient computation has been modified by an "
                 "inplace operation: [{kind} {shape}] is at version {now}; expected version {then} "
@@ -801,6 +805,7 @@ class SmartSwap:
             "stalls": 0, "misses": 0, "evictions": 0, "peak_saved_bytes": self._peak_saved,
             "peak_device_bytes": self._peak_device, "plans_made": 0, "plans_cached": 0,
             "cache_hits": 0, "profile_overhead_seconds": 0.0, "resident_saved_bytes": self._resident,
+            "prefetches_refused": 0,
             "sizes": self._sizes,
         }
         if self._t is None:
@@ -819,9 +824,7 @@ class SmartSwap:
         base["ops"] = rep.nops if rep is not None else 0
         base["last_detailed"] = rep.detailed if rep is not None else 0
         base["host_peak_bytes"] = s.host_peak_bytes
-        for k in ("swapped_out_bytes", "swapped_in_bytes", "stalls", "misses", "evictions",
-                  "iterations", "detailed_iterations", "plans_made", "cache_hits",
-                  "profile_overhead_seconds"):
+        for k in _COUNTERS:
             base[k] -= self._zero.get(k, 0)
         return base
 
@@ -833,9 +836,7 @@ class SmartSwap:
         if self._t is not None:
             cur = self.stats()
             prev = self._zero
-            for k in ("swapped_out_bytes", "swapped_in_bytes", "stalls", "misses", "evictions",
-                      "iterations", "detailed_iterations", "plans_made", "cache_hits",
-                      "profile_overhead_seconds"):
+            for k in _COUNTERS:
                 z[k] = cur[k] + prev.get(k, 0)
         self._zero = z
         self._peak_saved = self._resident

@@ -14,21 +14,37 @@ def param_storages(model):
 
 
 def saved_bytes_of_step(model, step_fn):
-    """Bytes of the distinct storages saved for backward in one step (parameters excluded),
-    counted with plain saved_tensors_hooks, and the largest one."""
-    seen = {}
+    """The peak of saved bytes resident at once in one plain step (distinct storages saved for
+    backward and still alive, parameters excluded, sampled after every save), and the largest
+    saved storage. Storages are told apart by identity, not address, so a storage freed and a new
+    one at its address (micro-batches of an accumulated step) never merge: the figure does not
+    depend on where the allocator happens to place them."""
+    live = {}
+    peak = [0, 0]
     m = copy.deepcopy(model)
 
     def pack(t):
         if isinstance(t, nn.Parameter) or isinstance(t._base, nn.Parameter):
             return t
         s = t.untyped_storage()
-        seen[s.data_ptr()] = s.nbytes()
+        key = s._cdata
+        old = live.get(key)
+        if old is None or old[0].expired():
+            live[key] = (StorageWeakRef(s), s.nbytes())
+        peak[1] = max(peak[1], s.nbytes())
+        del s
+        tot = 0
+        for k, (w, n) in list(live.items()):
+            if w.expired():
+                del live[k]
+            else:
+                tot += n
+        peak[0] = max(peak[0], tot)
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         step_fn(m, 0)
-    return sum(seen.values()), max(seen.values())
+    return peak[0], peak[1]
 
 
 class Meter:
@@ -66,6 +82,12 @@ class Meter:
         ss._pack, ss._unpack = mpack, munpack
 
     def sample(self):
+        # swap-in buffers the adapter allocated ahead of their unpack are resident too
+        for e in list(self.ss._entries.values()):
+            b = getattr(e, "buf", None)
+            if b is not None:
+                s = b.untyped_storage()
+                self.refs[s._cdata] = (StorageWeakRef(s), s.nbytes())
         tot = 0
         for k, (w, n) in list(self.refs.items()):
             if w.expired():

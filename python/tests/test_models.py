@@ -11,11 +11,11 @@ from helpers import Meter, assert_identical, param_storages, run, saved_bytes_of
 STEPS = 8
 
 
-def check(model, step_fn, device, opt_fn=None, steps=STEPS, **kw):
+def check(model, step_fn, device, opt_fn=None, steps=STEPS, fraction=0.25, **kw):
     opt_fn = opt_fn or (lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3))
     model = model.to(device)
     saved, largest = saved_bytes_of_step(model, step_fn)
-    budget = saved // 4
+    budget = int(saved * fraction)
     assert largest <= budget, "the test model's largest saved tensor must fit a quarter"
     plain = run(model, opt_fn, step_fn, steps)
     ss = smartswap.SmartSwap(activation_budget=budget, device=device, **kw)
@@ -144,7 +144,8 @@ def test_moe_varying_lengths(device):
     check(model, step, device)
 
 
-def test_hf_llama_grad_accumulation(device):
+def llama_accumulated(device):
+    """A 2-layer Hugging Face Llama trained with 2 accumulated micro-batches per step."""
     transformers = __import__("pytest").importorskip("transformers")
     cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
                                    num_hidden_layers=2, num_attention_heads=4,
@@ -166,4 +167,19 @@ def test_hf_llama_grad_accumulation(device):
             total = total + out.loss.detach()
         return total / micro
 
+    return model, step
+
+
+def test_hf_llama_grad_accumulation(device):
+    model, step = llama_accumulated(device)
     check(model, step, device, steps=6)
+
+
+def test_budget_sweep_accumulated(device):
+    """Resident saved bytes, swap-in buffers included, stay within the budget at every hook
+    return for a sweep of budgets, not one: a Stable plan made for one micro-batch pattern asks
+    for swap-ins of another, and a prefetch that does not fit must be refused (a miss), never
+    allocated over the budget."""
+    model, step = llama_accumulated(device)
+    for fraction in (0.30, 0.35, 0.40, 0.45, 0.50):
+        check(model, step, device, steps=6, fraction=fraction)
