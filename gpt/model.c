@@ -187,7 +187,9 @@ static float *F(const gpt_buf *b) { return (float *)b->ptr; }
 /* The probe's slack on a per-expert buffer (gpt_model.moe_route_force): forced routing puts
  * K x M rows in K buffers; a real routing puts them in up to E, each rounded up to a unit
  * (GPT_MEM_ALIGN, or the allocator's granule: moe_route_unit), so K forced buffers each
- * ceil(E/K) units longer hold at least what any routing charges. */
+ * ceil(E/K) units longer hold at least what any routing charges. With runs (gpt_moe_tile) a
+ * routing makes at most K*M/tile + E run buffers of a kind, each rounded up once; the forced one
+ * makes K*ceil(M/tile), each with its own rounding and the slack: still at least as much. */
 static size_t probe_slack(const gpt_model *m, const char *name) {
     if (!m->moe_route_force || !strstr(name, "moe.e") || m->cfg.moe_topk < 1) return 0;
     size_t E = (size_t)m->cfg.moe_experts, K = (size_t)m->cfg.moe_topk;
@@ -533,15 +535,22 @@ static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uin
     if (m->err || !logits) return NULL;
     int B = m->B, T = m->T, M = B * T, E = m->cfg.moe_experts, K = m->cfg.moe_topk;
     report_op(m, OP_MOE_ROUTE, site, 0);
-    size_t ints = (size_t)M * K * 3 + (size_t)E + 1;
-    gpt_route *r = calloc(1, sizeof *r + ints * sizeof(int) + (size_t)E * sizeof(gpt_tensor *));
+    int tile = gpt_moe_tile(M, E, K);
+    size_t maxrun = (size_t)E + ((size_t)M * K + tile - 1) / tile;   /* sum of ceil(n_e / tile) */
+    size_t ints = (size_t)M * K * 5 + (size_t)E + 1 + 3 * maxrun;
+    gpt_route *r = calloc(1, sizeof *r + ints * sizeof(int) + maxrun * sizeof(gpt_tensor *));
     if (!r) { fail(m, "out of host memory"); return NULL; }
     r->ye = (gpt_tensor **)(r + 1);
-    r->idx = (int *)(r->ye + E);
+    r->idx = (int *)(r->ye + maxrun);
     r->slot = r->idx + (size_t)M * K;
     r->rows = r->slot + (size_t)M * K;
-    r->off = r->rows + (size_t)M * K;
-    r->M = M; r->E = E; r->K = K;
+    r->run = r->rows + (size_t)M * K;
+    r->rslot = r->run + (size_t)M * K;
+    r->off = r->rslot + (size_t)M * K;
+    r->run_e = r->off + E + 1;
+    r->run_off = r->run_e + maxrun;
+    r->run_n = r->run_off + maxrun;
+    r->M = M; r->E = E; r->K = K; r->tile = tile;
     r->next = m->routes;
     m->routes = r;
     gpt_tensor *w = new_act(m, "moe.weights", layer, 3, B, T, K, 0);
@@ -561,6 +570,20 @@ static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uin
             r->slot[(size_t)t * K + k] = fill[e];
             r->rows[r->off[e] + fill[e]++] = t;
         }
+    /* the runs: expert by expert, tile by tile; fill[e] becomes expert e's first run */
+    for (int e = 0; e < E; e++) {
+        fill[e] = r->nrun;
+        for (int j = r->off[e]; j < r->off[e + 1]; j += tile) {
+            r->run_e[r->nrun] = e;
+            r->run_off[r->nrun] = j;
+            r->run_n[r->nrun] = r->off[e + 1] - j < tile ? r->off[e + 1] - j : tile;
+            r->nrun++;
+        }
+    }
+    for (size_t i = 0; i < (size_t)M * K; i++) {
+        r->run[i] = fill[r->idx[i]] + r->slot[i] / tile;
+        r->rslot[i] = r->slot[i] % tile;
+    }
     free(fill);
     gpt_node *n = push_node(m, OP_MOE_ROUTE, layer, site);
     if (n) { n->in[0] = logits; n->out = w; n->route = r; save(m, n, p); }
@@ -569,43 +592,55 @@ static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uin
     return w;
 }
 
-/* xe (n_e, C) = x[expert e's tokens]; saves nothing (linear) */
-static gpt_tensor *op_moe_gather(gpt_model *m, gpt_tensor *x, gpt_route *r, int e, int layer, uint64_t site) {
+int gpt_moe_tile(int M, int E, int K) {
+    if (E < 1 || K < 1 || M < 1) return 1;
+    /* twice the balanced share M*K/E: an expert needs a second run only when it gets more than
+     * twice its share, so the operator sequence (and the plans cached for it) changes with the
+     * routing about as rarely as without runs, while the worst routing's operator is E/(2K)
+     * times smaller. With exactly the share, t_varying_exact's MoE 4:2 run met 18 structures in
+     * 30 steps and its plan cache never hit. */
+    long t = (2L * M * K + E - 1) / E;
+    if (t > M) t = M;
+    return t < 1 ? 1 : (int)t;
+}
+
+/* xe (n, C) = x[run j's tokens] (a tile of expert run_e[j]'s batch); saves nothing (linear) */
+static gpt_tensor *op_moe_gather(gpt_model *m, gpt_tensor *x, gpt_route *r, int j, int layer, uint64_t site) {
     if (m->err || !x) return NULL;
-    int C = m->cfg.hidden, ne = r->off[e + 1] - r->off[e];
+    int C = m->cfg.hidden, ne = r->run_n[j];
     report_op(m, OP_MOE_GATHER, site, 0);
     char name[48];
-    snprintf(name, sizeof name, "moe.e%d.in", e);
+    snprintf(name, sizeof name, "moe.e%d.in", r->run_e[j]);
     gpt_tensor *y = new_act(m, name, layer, 2, ne, C, 0, 0);
     if (!y) return NULL;
-    m->ops->moe_gather_fwd(F(y->buf), F(x->buf), r->rows + r->off[e], ne, C);
+    m->ops->moe_gather_fwd(F(y->buf), F(x->buf), r->rows + r->run_off[j], ne, C);
     gpt_node *n = push_node(m, OP_MOE_GATHER, layer, site);
-    if (n) { n->in[0] = x; n->out = y; n->route = r; n->expert = e; }
+    if (n) { n->in[0] = x; n->out = y; n->route = r; n->expert = j; }
     return y;
 }
 
-/* y (B,T,C) = sum over each token's experts, by rank, of weight * expert output (r->ye);
- * saves the weights and every expert output that exists */
+/* y (B,T,C) = sum over each token's experts, by rank, of weight * expert output (r->ye, run
+ * by run); saves the weights and every run's output */
 static gpt_tensor *op_moe_combine(gpt_model *m, gpt_tensor *w, gpt_route *r, int layer, uint64_t site) {
     if (m->err || !w) return NULL;
     int C = m->cfg.hidden;
     report_op(m, OP_MOE_COMBINE, site, 0);
     gpt_tensor *y = new_act(m, "moe.out", layer, 3, m->B, m->T, C, 0);
     if (!y) return NULL;
-    const float *ye[GPT_MAX_EXPERTS];
-    for (int e = 0; e < r->E; e++) ye[e] = r->ye[e] ? F(r->ye[e]->buf) : NULL;
-    m->ops->moe_combine_fwd(F(y->buf), F(w->buf), r->idx, r->slot, ye, r->M, C, r->K, r->E);
+    const float *ye[2 * GPT_MAX_EXPERTS + 1];
+    for (int j = 0; j < r->nrun; j++) ye[j] = r->ye[j] ? F(r->ye[j]->buf) : NULL;
+    m->ops->moe_combine_fwd(F(y->buf), F(w->buf), r->run, r->rslot, ye, r->M, C, r->K, r->nrun);
     gpt_node *n = push_node(m, OP_MOE_COMBINE, layer, site);
     if (n) {
         n->in[0] = w; n->out = y; n->route = r;
         save(m, n, w);
-        for (int e = 0; e < r->E; e++) if (r->ye[e]) save(m, n, r->ye[e]);
+        for (int j = 0; j < r->nrun; j++) if (r->ye[j]) save(m, n, r->ye[j]);
     }
     return y;
 }
 
-/* The MoE MLP on h (B,T,C): router, routing, the experts that received tokens (the others run
- * no operator at all), combine. */
+/* The MoE MLP on h (B,T,C): router, routing, the experts that received tokens, each over its
+ * batch's runs of at most the balanced share (the others run no operator at all), combine. */
 static gpt_tensor *moe_forward(gpt_model *m, int l, gpt_tensor *h) {
     gpt_layer *p = &m->layer[l];
     gpt_route *r = NULL;
@@ -613,11 +648,15 @@ static gpt_tensor *moe_forward(gpt_model *m, int l, gpt_tensor *h) {
     gpt_tensor *w = op_moe_route(m, logits, l, SITE, &r);                 /* (B,T,K) */
     drop(m, logits);
     if (!w || !r) return NULL;
-    for (int e = 0; e < r->E && !m->err; e++) {
-        if (r->off[e + 1] == r->off[e]) { m->stats.experts_idle++; continue; }
-        m->stats.experts_run++;
+    for (int e = 0; e < r->E; e++) {
+        if (r->off[e + 1] == r->off[e]) m->stats.experts_idle++;
+        else m->stats.experts_run++;
+    }
+    m->stats.expert_runs += (uint64_t)r->nrun;
+    for (int j = 0; j < r->nrun && !m->err; j++) {
+        int e = r->run_e[j];
         char nm[48];
-        gpt_tensor *xe = op_moe_gather(m, h, r, e, l, SITE);              /* (n_e,C) */
+        gpt_tensor *xe = op_moe_gather(m, h, r, j, l, SITE);              /* (n_j,C) */
         snprintf(nm, sizeof nm, "moe.e%d.gate", e);
         gpt_tensor *g = op_matmul(m, xe, p->ew1[e], nm, l, SITE);          /* (n_e,F) */
         snprintf(nm, sizeof nm, "moe.e%d.up", e);
@@ -627,12 +666,12 @@ static gpt_tensor *moe_forward(gpt_model *m, int l, gpt_tensor *h) {
         gpt_tensor *s = op_swiglu(m, g, u, nm, l, SITE);                   /* (n_e,F) */
         drop(m, g); drop(m, u);
         snprintf(nm, sizeof nm, "moe.e%d.out", e);
-        r->ye[e] = op_matmul(m, s, p->ew2[e], nm, l, SITE);                /* (n_e,C) */
+        r->ye[j] = op_matmul(m, s, p->ew2[e], nm, l, SITE);                /* (n_j,C) */
         drop(m, s);
     }
     gpt_tensor *y = op_moe_combine(m, w, r, l, SITE);                     /* (B,T,C) */
     drop(m, w);
-    for (int e = 0; e < r->E; e++) drop(m, r->ye[e]);
+    for (int j = 0; j < r->nrun; j++) drop(m, r->ye[j]);
     return y;
 }
 
@@ -816,7 +855,7 @@ static void node_backward(gpt_model *m, gpt_node *n) {
         fail(m, "internal: no gradient reaches %s", n->out->name);
         return;
     }
-    float *s[GPT_MAX_EXPERTS + 4];
+    float *s[2 * GPT_MAX_EXPERTS + 4];   /* moe_combine saves the weights and every run's output */
     for (int i = 0; i < n->nsaved; i++) s[i] = (float *)load_tensor(m, m->hten[n->s0 + i], m->hpool[n->s0 + i]);
     if (m->err) return;
     switch (n->kind) {
@@ -877,24 +916,24 @@ static void node_backward(gpt_model *m, gpt_node *n) {
     case OP_MOE_GATHER: {
         float *dx = gradof(m, n->in[0]);
         gpt_route *r = n->route;
-        int e = n->expert;
-        if (dx) m->ops->moe_gather_bwd(dx, dout, r->rows + r->off[e], r->off[e + 1] - r->off[e], C);
+        int j = n->expert;   /* the run */
+        if (dx) m->ops->moe_gather_bwd(dx, dout, r->rows + r->run_off[j], r->run_n[j], C);
         break;
     }
     case OP_MOE_COMBINE: {
         gpt_route *r = n->route;
         float *dw = gradof(m, n->in[0]);
-        float *dye[GPT_MAX_EXPERTS];
-        const float *ye[GPT_MAX_EXPERTS];
-        int j = 1;
-        for (int e = 0; e < r->E; e++) {
-            dye[e] = NULL;
-            ye[e] = NULL;
-            if (!r->ye[e]) continue;
-            ye[e] = s[j++];
-            dye[e] = gradof(m, r->ye[e]);
+        float *dye[2 * GPT_MAX_EXPERTS + 1];
+        const float *ye[2 * GPT_MAX_EXPERTS + 1];
+        int i = 1;
+        for (int j = 0; j < r->nrun; j++) {
+            dye[j] = NULL;
+            ye[j] = NULL;
+            if (!r->ye[j]) continue;
+            ye[j] = s[i++];
+            dye[j] = gradof(m, r->ye[j]);
         }
-        if (dw && !m->err) m->ops->moe_combine_bwd(dye, dw, dout, s[0], r->idx, r->slot, ye, r->M, C, r->K, r->E);
+        if (dw && !m->err) m->ops->moe_combine_bwd(dye, dw, dout, s[0], r->run, r->rslot, ye, r->M, C, r->K, r->nrun);
         break;
     }
     default:

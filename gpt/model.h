@@ -96,16 +96,26 @@ typedef struct gpt_layer {
 } gpt_layer;
 
 /* One MoE layer call's routing (host data, like the tokens): which experts each token picked
- * and where its row sits in each expert's batch. Lives until the end of the iteration. */
+ * and where its row sits in each expert's batch. Lives until the end of the iteration.
+ * Each expert's batch runs in tiles ("runs") of at most `tile` rows, twice the balanced share
+ * M*K/E (gpt_moe_tile): worst-case routing means more runs of the same size, not a larger
+ * operator. Runs are numbered expert by expert, tile by tile. */
 typedef struct gpt_route {
     int   M, E, K;
     int  *idx;              /* (M,K) chosen experts, by rank */
     int  *slot;             /* (M,K) row of token t in expert idx[t,k]'s batch */
     int  *off;              /* (E+1) expert e's rows are rows[off[e] .. off[e+1]) */
     int  *rows;             /* (M*K) token indices, ascending within each expert */
-    gpt_tensor **ye;        /* (E) expert outputs (n_e, C); NULL: the expert got no token */
+    int   tile, nrun;       /* rows per run at most; runs made */
+    int  *run;              /* (M,K) the run holding token t's k-th choice */
+    int  *rslot;            /* (M,K) its row in that run */
+    int  *run_e, *run_off, *run_n;   /* (nrun) a run's expert, first row in rows[], rows */
+    gpt_tensor **ye;        /* (nrun) run outputs (run_n, C) */
     struct gpt_route *next;
 } gpt_route;
+
+/* The rows of one expert run: twice the balanced share, ceil(2*M*K/E), at most M, at least 1. */
+int gpt_moe_tile(int M, int E, int K);
 
 typedef struct gpt_node {
     int         kind;        /* operator (model.c) */
@@ -118,7 +128,7 @@ typedef struct gpt_node {
     int         nsaved;
     int         B, T;
     gpt_route  *route;       /* MoE nodes */
-    int         expert;      /* moe_gather: the expert */
+    int         expert;      /* moe_gather: the run (route.run_e gives its expert) */
 } gpt_node;
 
 typedef struct gpt_stats {        /* of the last step (iteration), all its micro-batches */
@@ -127,6 +137,7 @@ typedef struct gpt_stats {        /* of the last step (iteration), all its micro
     uint64_t peak_bytes, act_peak_bytes;
     uint64_t micro, tokens;          /* micro-batches and tokens trained (eval: evaluated) */
     uint64_t experts_run, experts_idle;  /* MoE: expert MLPs run / skipped (no token) */
+    uint64_t expert_runs;                /* MoE: the runs (tiles) they ran in (gpt_route) */
     double   fwd_seconds;            /* wall seconds (monotonic host clock) spent in the forward
                                         passes, from the embedding up to and including the loss,
                                         summed over the step's micro-batches (gpt_step_micro and
