@@ -208,29 +208,113 @@ typedef struct tally {
     double fmin, fmax;
 } tally;
 
+/* ---- the runner both sweeps share ------------------------------------------------------- */
+
+/* The reference of a configuration: `tag` trained with --mode none and no budget; its log, its
+ * losses (losses()), its final weights and the figures budgets are drawn from (state_bytes,
+ * min_budget_bytes, the largest peak_bytes). 0, or 1 after a failed check (nothing to free). */
+typedef struct ref_run {
+    char    *log, *losses, *w;
+    size_t   wlen;
+    int      nlines;
+    uint64_t state, minb, peak;
+} ref_run;
+
+static void ref_close(ref_run *r) {
+    free(r->log); free(r->losses); free(r->w);
+    memset(r, 0, sizeof *r);
+}
+
+static int ref_open(const cfg *c, const char *tag, const char *who, ref_run *r) {
+    memset(r, 0, sizeof *r);
+    int rc = train(c, tag, "none", 0, 0);
+    r->log = slurp(tag, "jsonl", NULL);
+    if (rc != 0 || !r->log) {
+        char *o = slurp(tag, "out", NULL);
+        CHECK_MSG(0, "%s: the reference run failed (%d): %.400s", who, rc, o ? o : "");
+        free(o);
+        ref_close(r);
+        return 1;
+    }
+    r->state = json_u64(r->log, "state_bytes");
+    r->minb = json_u64(r->log, "min_budget_bytes");
+    for (const char *p = r->log; (p = strstr(p, "\"peak_bytes\": ")); p++) {
+        uint64_t v = strtoull(p + 14, NULL, 10);
+        if (v > r->peak) r->peak = v;
+    }
+    CHECK_MSG(r->minb > 0 && r->peak > 0, "%s: no min_budget_bytes or peak_bytes in the log", who);
+    CHECK_MSG(r->state > 0 && r->state < r->peak, "%s: state_bytes %llu, none's peak %llu", who,
+              (unsigned long long)r->state, (unsigned long long)r->peak);
+    r->losses = losses(r->log, &r->nlines);
+    r->w = slurp(tag, "w", &r->wlen);
+    return 0;
+}
+
+/* One budgeted run of a configuration against its reference, and what became of it:
+ *   RUN_SAME      trained; every loss (loss_hex) and the final weights equal the reference's
+ *   RUN_DIFFERENT trained, but a loss or the weights differ (a failed check)
+ *   RUN_REFUSED   refused before step 1 (exit non-zero, no log line, no step, the message naming
+ *                 a smallest budget), below the smallest budget it named (`own`)
+ *   RUN_FAILED    anything else: refused at or above its own smallest budget, or an error after
+ *                 training had started (a failed check) */
+enum { RUN_SAME, RUN_DIFFERENT, RUN_REFUSED, RUN_FAILED };
+typedef struct budget_run {
+    int      outcome, rc, nlines;
+    uint64_t own;
+    char    *out, *log, *losses;   /* its output, log and losses (for the caller's further checks) */
+} budget_run;
+
+static void budget_run_free(budget_run *b) {
+    free(b->out); free(b->log); free(b->losses);
+    memset(b, 0, sizeof *b);
+}
+
+static int run_budgeted(const cfg *c, const char *tag, const char *mode, uint64_t budget, const ref_run *ref,
+                        const char *who, budget_run *b) {
+    memset(b, 0, sizeof *b);
+    b->rc = train(c, tag, mode, budget, 1);
+    b->out = slurp(tag, "out", NULL);
+    b->log = slurp(tag, "jsonl", NULL);
+    b->losses = losses(b->log, &b->nlines);
+    if (b->rc == 0) {
+        size_t wb = 0;
+        char *B = slurp(tag, "w", &wb);
+        int same_loss = ref->losses && b->losses && ref->nlines == b->nlines && !strcmp(ref->losses, b->losses);
+        int same_w = ref->w && B && ref->wlen == wb && wb > 0 && !memcmp(ref->w, B, wb);
+        CHECK_MSG(same_loss, "%s: %s at budget %llu: losses differ from none (%d vs %d lines)", who, mode,
+                  (unsigned long long)budget, b->nlines, ref->nlines);
+        CHECK_MSG(same_w, "%s: %s at budget %llu: final weights differ from none", who, mode,
+                  (unsigned long long)budget);
+        free(B);
+        b->outcome = same_loss && same_w ? RUN_SAME : RUN_DIFFERENT;
+    } else if (b->nlines == 0 && b->out && strstr(b->out, "smallest budget") && !strstr(b->out, "step 1:")) {
+        const char *p = strstr(b->out, "this configuration: ");   /* "...: 427.00 KiB (437248 bytes) = ..." */
+        if (p) p = strchr(p, '(');
+        if (p) b->own = strtoull(p + 1, NULL, 10);
+        CHECK_MSG(b->own > budget, "%s (%s at %llu): refused at or above its smallest budget: %.300s", who, mode,
+                  (unsigned long long)budget, b->out);
+        b->outcome = b->own > budget ? RUN_REFUSED : RUN_FAILED;
+    } else {
+        const char *why = b->out ? strstr(b->out, "error:") : NULL;   /* stderr lands before stdout's tail */
+        if (!why && b->out) why = b->out + (strlen(b->out) > 600 ? strlen(b->out) - 600 : 0);
+        CHECK_MSG(0, "%s: %s at budget %llu (min %llu, peak %llu) failed after %d log lines (exit %d): %.600s", who,
+                  mode, (unsigned long long)budget, (unsigned long long)ref->minb, (unsigned long long)ref->peak,
+                  b->nlines, b->rc, why ? why : "");
+        b->outcome = RUN_FAILED;
+    }
+    return b->outcome;
+}
+
 static void one(uint64_t seed, int k, tally *t) {
     cfg c;
     draw(&c, seed, k);
-    char what[256];
+    char what[256], who[32];
     describe(&c, what, sizeof what);
     test_current = what;
-    int rc = train(&c, "ref", "none", 0, 0);
-    char *rlog = slurp("ref", "jsonl", NULL);
-    if (rc != 0 || !rlog) {
-        char *o = slurp("ref", "out", NULL);
-        CHECK_MSG(0, "config %d: the reference run failed (%d): %.400s", k, rc, o ? o : "");
-        free(o); free(rlog); t->failed++;
-        return;
-    }
-    uint64_t minb = json_u64(rlog, "min_budget_bytes"), peak = 0;
-    for (const char *p = rlog; (p = strstr(p, "\"peak_bytes\": ")); p++) {
-        uint64_t v = strtoull(p + 14, NULL, 10);
-        if (v > peak) peak = v;
-    }
-    CHECK_MSG(minb > 0 && peak > 0, "config %d: no min_budget_bytes or peak_bytes in the log", k);
-    uint64_t state = json_u64(rlog, "state_bytes");
-    CHECK_MSG(state > 0 && state < peak, "config %d: state_bytes %llu, none's peak %llu", k,
-              (unsigned long long)state, (unsigned long long)peak);
+    snprintf(who, sizeof who, "config %d", k);
+    ref_run ref;
+    if (ref_open(&c, "ref", who, &ref)) { t->failed++; return; }
+    uint64_t minb = ref.minb, peak = ref.peak, state = ref.state;
     uint64_t accept_budget = c.accept && state < peak ? state + (peak - state) / (uint64_t)c.accept : 0;
     if (peak < minb) peak = minb;
     if (!strcmp(c.mode, "recompute")) {
@@ -248,40 +332,13 @@ static void one(uint64_t seed, int k, tally *t) {
         if (peak < minb) peak = minb;
     }
     uint64_t budget = accept_budget ? accept_budget : minb + (uint64_t)((double)(peak - minb) * c.frac);
-    int rc2 = train(&c, "run", c.mode, budget, 1);
-    char *out = slurp("run", "out", NULL), *blog = slurp("run", "jsonl", NULL);
+    budget_run br;
+    int oc = run_budgeted(&c, "run", c.mode, budget, &ref, who, &br);
+    int rc2 = br.rc;
+    char *out = br.out, *blog = br.log, *la = ref.losses;
     int mi = !strcmp(c.mode, "smartswap") ? 0 : !strcmp(c.mode, "offload-all") ? 1 : 2;
-    int ref_lines = 0, run_lines = 0;
-    char *la = losses(rlog, &ref_lines), *lb = losses(blog, &run_lines);
-    int fail = 0;
-    if (rc2 != 0 && run_lines == 0 && out && strstr(out, "smallest budget")) {
-        /* refused before step 1: fine below the run's own smallest budget only */
-        uint64_t own = 0;   /* "... this configuration: 427.00 KiB (437248 bytes) = ..." */
-        const char *p = strstr(out, "this configuration: ");
-        if (p) p = strchr(p, '(');
-        if (p) own = strtoull(p + 1, NULL, 10);
-        CHECK_MSG(own > budget, "config %d (%s at %llu): refused at or above its smallest budget: %.300s", k, c.mode,
-                  (unsigned long long)budget, out);
-        if (own <= budget) fail = 1;
-        else t->refused++;
-    } else {
-        CHECK_MSG(rc2 == 0, "config %d: %s at budget %llu (min %llu, peak %llu) failed after %d log lines (exit %d): %.600s",
-                  k, c.mode, (unsigned long long)budget, (unsigned long long)minb, (unsigned long long)peak, run_lines,
-                  rc2, out ? out + (strlen(out) > 600 ? strlen(out) - 600 : 0) : "");
-        if (rc2 != 0) fail = 1;
-        if (!fail) {
-            CHECK_MSG(la && lb && ref_lines == run_lines && !strcmp(la, lb),
-                      "config %d: %s at budget %llu: losses differ from none (%d vs %d lines)", k, c.mode,
-                      (unsigned long long)budget, run_lines, ref_lines);
-            size_t wa = 0, wb = 0;
-            char *A = slurp("ref", "w", &wa), *B = slurp("run", "w", &wb);
-            CHECK_MSG(A && B && wa == wb && wa > 0 && !memcmp(A, B, wa),
-                      "config %d: %s at budget %llu: final weights differ from none", k, c.mode, (unsigned long long)budget);
-            if (!(la && lb && ref_lines == run_lines && !strcmp(la, lb)) || !(A && B && wa == wb && !memcmp(A, B, wa)))
-                fail = 1;
-            free(A); free(B);
-        }
-    }
+    int fail = oc == RUN_DIFFERENT || oc == RUN_FAILED;
+    if (oc == RUN_REFUSED) t->refused++;
     uint64_t sw = 0, ev = 0;
     const char *tot = out ? strstr(out, "totals: ") : NULL;
     if (tot && strstr(tot, "swapped_out=")) sw = strtoull(strstr(tot, "swapped_out=") + 12, NULL, 10);
@@ -340,14 +397,14 @@ static void one(uint64_t seed, int k, tally *t) {
             t->cap_by[b][0]++;
             const char *outcome;
             if (rc3 == 0) {
-                size_t wa = 0, wc = 0;
-                char *A = slurp("ref", "w", &wa), *C = slurp("cap", "w", &wc);
-                int same = la && lc && !strcmp(la, lc) && A && C && wa == wc && !memcmp(A, C, wa);
+                size_t wc = 0;
+                char *C = slurp("cap", "w", &wc);
+                int same = la && lc && !strcmp(la, lc) && ref.w && C && ref.wlen == wc && !memcmp(ref.w, C, wc);
                 CHECK_MSG(same, "config %d: %s with --host-mem %llu (need %llu) trained but differs from none", k,
                           c.mode, (unsigned long long)cap, (unsigned long long)need);
                 CHECK_MSG(cap >= need, "config %d: --host-mem %llu below the host need %llu was not refused", k,
                           (unsigned long long)cap, (unsigned long long)need);
-                free(A); free(C);
+                free(C);
                 t->cap_ok += same;
                 t->cap_by[b][1] += same;
                 if (!same || cap < need) fail = 1;
@@ -379,7 +436,8 @@ static void one(uint64_t seed, int k, tally *t) {
                 (unsigned long long)minb, c.accept ? ((double)budget - (double)minb) / (double)(peak > minb ? peak - minb : 1) : c.frac,
                 (unsigned long long)peak,
                 c.jitter_us, (unsigned long long)sw, what, fail ? "FAIL" : rc2 == 0 ? "identical" : "refused before step 1");
-    free(la); free(lb); free(out); free(blog); free(rlog);
+    budget_run_free(&br);
+    ref_close(&ref);
 }
 
 /* Held-out configurations of issue 14's acceptance (STRESS_HELDOUT=n): the kinds the issue
@@ -430,76 +488,49 @@ static void draw_heldout(cfg *c, uint64_t seed, int k) {
 static void one_heldout(uint64_t seed, int k, htally *t) {
     cfg c;
     draw_heldout(&c, seed, k);
-    char what[256];
+    char what[256], who[32];
     describe(&c, what, sizeof what);
     snprintf(what + strlen(what), sizeof what - strlen(what), " %g GB/s%s", c.gbps,
              c.virt ? " virtual clock" : c.jitter_us > 0 ? " jitter" : "");
     test_current = what;
-    int rc = train(&c, "href", "none", 0, 0);
-    char *rlog = slurp("href", "jsonl", NULL);
-    if (rc != 0 || !rlog) {
-        char *o = slurp("href", "out", NULL);
-        CHECK_MSG(0, "held-out %d: the reference run failed (%d): %.400s", k, rc, o ? o : "");
-        free(o); free(rlog);
+    snprintf(who, sizeof who, "held-out %d", k);
+    ref_run ref;
+    if (ref_open(&c, "href", who, &ref)) {
         for (int i = 0; i < 4; i++) t->failed[i]++;
         return;
     }
-    uint64_t state = json_u64(rlog, "state_bytes"), minb = json_u64(rlog, "min_budget_bytes"), peak = 0;
-    for (const char *p = rlog; (p = strstr(p, "\"peak_bytes\": ")); p++) {
-        uint64_t v = strtoull(p + 14, NULL, 10);
-        if (v > peak) peak = v;
-    }
-    CHECK_MSG(state > 0 && peak > state, "held-out %d: state %llu, peak %llu", k, (unsigned long long)state,
-              (unsigned long long)peak);
-    int nref = 0;
-    char *la = losses(rlog, &nref);
-    size_t wa = 0;
-    char *A = slurp("href", "w", &wa);
+    uint64_t state = ref.state, peak = ref.peak;
     static const int fr[4] = {3, 4, 6, 10};
-    char res[4][48];
+    char res[4][48] = {"not run", "not run", "not run", "not run"};
     for (int i = 0; i < 4 && state < peak; i++) {
         uint64_t budget = state + (peak - state) / (uint64_t)fr[i];
-        int rc2 = train(&c, "hrun", heldout_mode, budget, 1);
-        char *out = slurp("hrun", "out", NULL), *blog = slurp("hrun", "jsonl", NULL);
-        int n = 0;
-        char *lb = losses(blog, &n);
+        char at[48];
+        snprintf(at, sizeof at, "%s at state + 1/%d", who, fr[i]);
+        budget_run br;
         const char *verdict;
-        if (rc2 == 0) {
-            size_t wb = 0;
-            char *B = slurp("hrun", "w", &wb);
-            int same = la && lb && n == nref && !strcmp(la, lb) && A && B && wa == wb && wa > 0 && !memcmp(A, B, wa);
-            CHECK_MSG(same, "held-out %d at state + 1/%d (%llu): trained but differs from none", k, fr[i],
-                      (unsigned long long)budget);
-            if (same) { t->ok[i]++; verdict = "identical"; } else { t->failed[i]++; verdict = "DIFFERENT"; }
-            free(B);
-        } else if (n == 0 && out && strstr(out, "smallest budget") && !strstr(out, "step 1:")) {
-            uint64_t own = 0;
-            const char *p = strstr(out, "this configuration: ");
-            if (p) p = strchr(p, '(');
-            if (p) own = strtoull(p + 1, NULL, 10);
-            CHECK_MSG(own > budget, "held-out %d at 1/%d: refused at or above its own smallest budget: %.300s", k,
-                      fr[i], out);
-            CHECK_MSG(fr[i] >= 6, "held-out %d: refused at state + 1/%d (%llu B; smallest budget %llu B), which "
-                      "must train (issue 14 acceptance 1)", k, fr[i], (unsigned long long)budget,
-                      (unsigned long long)own);
-            if (own > budget && fr[i] >= 6) { t->refused[i]++; verdict = "refused before step 1"; }
+        switch (run_budgeted(&c, "hrun", heldout_mode, budget, &ref, at, &br)) {
+        case RUN_SAME: t->ok[i]++; verdict = "identical"; break;
+        case RUN_DIFFERENT: t->failed[i]++; verdict = "DIFFERENT"; break;
+        case RUN_REFUSED:
+            /* issue 14 acceptance 1: at 1/3 and 1/4 a refusal is a failure */
+            CHECK_MSG(fr[i] >= 6, "%s: refused at state + 1/%d (%llu B; smallest budget %llu B), which must train "
+                      "(issue 14 acceptance 1)", who, fr[i], (unsigned long long)budget, (unsigned long long)br.own);
+            if (fr[i] >= 6) { t->refused[i]++; verdict = "refused before step 1"; }
             else { t->failed[i]++; verdict = "REFUSED (must train)"; }
-        } else {
-            const char *why = out ? strstr(out, "error:") : NULL;   /* stderr lands before stdout's tail */
-            if (!why && out) why = out + (strlen(out) > 600 ? strlen(out) - 600 : 0);
-            CHECK_MSG(0, "held-out %d at state + 1/%d (%llu): exit %d after %d log lines: %.600s", k, fr[i],
-                      (unsigned long long)budget, rc2, n, why ? why : "");
+            break;
+        default:
             t->failed[i]++;
-            verdict = "FAILED after training started";
+            verdict = br.nlines == 0 && br.out && strstr(br.out, "smallest budget") ? "refused at or above its figure"
+                                                                                  : "FAILED after training started";
         }
         snprintf(res[i], sizeof res[i], "%s", verdict);
-        free(out); free(blog); free(lb);
+        budget_run_free(&br);
     }
     if (verbose || hverbose)
         fprintf(stderr, "  h%3d state %8llu min %8llu peak %8llu  %s: 1/3 %s, 1/4 %s, 1/6 %s, 1/10 %s\n", k,
-                (unsigned long long)state, (unsigned long long)minb, (unsigned long long)peak, what, res[0], res[1],
+                (unsigned long long)state, (unsigned long long)ref.minb, (unsigned long long)peak, what, res[0], res[1],
                 res[2], res[3]);
-    free(la); free(A); free(rlog);
+    ref_close(&ref);
 }
 
 int main(int argc, char **argv) {
