@@ -188,12 +188,12 @@ $(CLI): private LDLIBS += -lcublas -lstdc++
 # kernels-cuda.o replaced by tests/cuda-emu/kernels-shim.c (the kc_* launchers run the CPU
 # kernels as host functions on the stream), linked to the real libcudart here and run with
 # tests/cuda-emu/fake-cudart.c in its place
-$(BUILD)/tests/cuda-emu/kernels-shim.o: tests/cuda-emu/kernels-shim.c gpt/kernels-cuda.h gpt/kernels.h
+$(BUILD)/tests/cuda-emu/kernels-shim.o: tests/cuda-emu/kernels-shim.c gpt/kernels-cuda.h gpt/kernels.h gpt/bf16.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CFLAGS_CUDA) -Igpt -c $< -o $@
 $(BUILD)/smartswap-cuda-emu: $(TOOL_OBJ) $(filter-out $(BUILD)/gpt/kernels-cuda.o,$(GPT_OBJ)) $(BUILD)/tests/cuda-emu/kernels-shim.o $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
-# test-gpt-cuda on the same shim (its t_ops_bf16: the --dtype bf16 table on the stand-in runtime)
+# test-gpt-cuda on the same shim (its t_ops_bf16: the cuda table's bf16 entries on the stand-in runtime)
 $(BUILD)/tests/test-gpt-cuda-shim: $(BUILD)/tests/test-gpt-cuda.o $(TESTUTIL) $(filter-out $(BUILD)/gpt/kernels-cuda.o,$(GPT_OBJ)) $(BUILD)/tests/cuda-emu/kernels-shim.o $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 endif

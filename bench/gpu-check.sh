@@ -13,7 +13,8 @@
 #   trainer  smartswap train on cuda: none twice (the plain runs must agree bit for bit), then
 #            recompute and smartswap under a quarter of none's peak; losses (hex) and final
 #            weights bit-identical to none, peaks within the budget; tokens/s of the three;
-#            then (not in --quick) --dtype bf16 none and smartswap: identical to each other
+#            then (not in --quick) --dtype bf16 (activations stored as bf16, gpt/model.c) none and
+#            smartswap under the same budget: identical to each other; bf16 none's peak against fp32's
 #   replay   a Llama-3.2-1B-shaped profile (batch 4 x 4096; --quick 4 x 1024) replayed on cuda
 #            under a 24 GiB budget with the pinned host pool capped at 16 GiB: the real peak,
 #            step time and stall against `smartswap simulate`'s prediction (relative errors)
@@ -285,6 +286,7 @@ st_trainer() {
                 --save-weights $t-b16-$bm.w > $t-b16-$bm.txt 2>&1 || { cat $t-b16-$bm.txt; echo "bf16 $bm failed"; ok=0; }
         done
         grep -m1 "kernels  " $t-b16-none.txt
+        grep -q "^  dtype    bf16 activations" $t-b16-none.txt || { echo "bf16 none: no bf16 activations in its configuration"; ok=0; }
         if [ $ok = 1 ] && cmp -s <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-b16-none.jsonl) \
                   <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-b16-smartswap.jsonl) &&
            cmp -s $t-b16-none.w $t-b16-smartswap.w; then
@@ -292,9 +294,13 @@ st_trainer() {
         else
             echo "bf16 smartswap: DIFFERS from bf16 none (or a run failed)"; ok=0
         fi
-        cmp -s $t-b16-none.w $t-none.w && { echo "bf16 none's weights equal fp32 none's: the products did not round"; ok=0; }
+        cmp -s $t-b16-none.w $t-none.w && { echo "bf16 none's weights equal fp32 none's: nothing was rounded"; ok=0; }
         [ $ok = 1 ] || rc=1
-        b16="; bf16 tok/s none $(tot $t-b16-none.txt tok_per_s), smartswap $(tot $t-b16-smartswap.txt tok_per_s), identical: $([ $ok = 1 ] && echo yes || echo NO)"
+        local p16 ratio
+        p16=$(tot $t-b16-none.txt peak)
+        ratio=$(python3 -c "import sys;print('%.3f' % (int(sys.argv[1]) / int(sys.argv[2])))" "${p16:-0}" "$peak" 2>/dev/null)
+        echo "bf16 none: peak $p16 bytes, $ratio of fp32 none's (the state is fp32 in both)"
+        b16="; bf16 tok/s none $(tot $t-b16-none.txt tok_per_s), smartswap $(tot $t-b16-smartswap.txt tok_per_s), peak $ratio of fp32's, identical: $([ $ok = 1 ] && echo yes || echo NO)"
     fi
     echo "note: tok/s none $(tot $t-none.txt tok_per_s), recompute $(tot $t-recompute.txt tok_per_s), smartswap $(tot $t-smartswap.txt tok_per_s) (<= 1/4 of none's peak: $((budget >> 20)) MiB); bit-identical to none (and none to itself): $([ $rc = 0 ] && echo yes || echo NO)$b16"
     exit $rc

@@ -69,6 +69,7 @@ out:
 uint64_t gpt_min_swap_default(const gpt_config *c, int seq_min) {
     uint64_t lib = ss_options_default().min_swap_bytes;
     uint64_t b = (uint64_t)c->batch * (uint64_t)(seq_min > 0 ? seq_min : c->seq) * (uint64_t)c->hidden;
+    if (c->dtype == GPT_DTYPE_BF16) b /= 2;   /* a quarter of a hidden state of 2-byte elements */
     if (b < 256) b = 256;
     return b < lib ? b : lib;
 }

@@ -39,7 +39,8 @@ double gpt_calib_ref_ratio(void);
 
 /* The trainer's default options.min_swap_bytes: the bytes of one (B, seq_min) row-block of
  * width C (a hidden-state activation at the shortest sequence, B * seq_min * C float32
- * divided by 4, i.e. B * seq_min * C bytes), capped at the library's default (64 KiB). Per-row
+ * divided by 4, i.e. B * seq_min * C bytes; half that with bf16 activations, whose elements are
+ * 2 bytes), capped at the library's default (64 KiB). Per-row
  * statistics (B, T) stay resident; hidden states, Q/K/V, attention probabilities, MLP
  * activations and the busier experts' batches are candidates. */
 uint64_t gpt_min_swap_default(const gpt_config *c, int seq_min);

@@ -11,6 +11,8 @@
  */
 #include "kernels.h"
 
+#include "bf16.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -607,4 +609,17 @@ void k_adamw(float *p, float *m, float *v, const float *g, size_t n, float lr, f
         v[i] = vi;
         p[i] = pi - step * (mi / (sqrtf(vi) / bc2s + eps));
     }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* bf16 storage (--dtype bf16): the conversions of gpt/bf16.h over arrays                       */
+
+void k_to_bf16(uint16_t *dst, const float *src, size_t n) {
+#pragma omp parallel for schedule(static) if(n >= GPT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_bits(src[i]);
+}
+
+void k_from_bf16(float *dst, const uint16_t *src, size_t n) {
+#pragma omp parallel for schedule(static) if(n >= GPT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_float(src[i]);
 }

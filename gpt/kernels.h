@@ -11,6 +11,7 @@
 #define GPT_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Once per process: pins OpenBLAS to one thread per call (the kernels split work into fixed
  * blocks themselves, so results do not depend on the thread count). */
@@ -111,5 +112,10 @@ void k_moe_combine_bwd(float *const *dye, float *dwts, const float *dout, const 
  * t = step number from 1. */
 void k_adamw(float *p, float *m, float *v, const float *g, size_t n, float lr, float b1, float b2,
              float eps, float wd, int t);
+
+/* bf16 storage of activations (--dtype bf16, gpt/bf16.h): dst = round-to-nearest-even bf16 bits
+ * of src; dst = the exact fp32 of the bf16 bits src */
+void k_to_bf16(uint16_t *dst, const float *src, size_t n);
+void k_from_bf16(float *dst, const uint16_t *src, size_t n);
 
 #endif /* GPT_KERNELS_H */

@@ -85,6 +85,10 @@ int gpt_config_check(const gpt_config *c, char *err, size_t errlen) {
                  c->attention, c->loss, c->loss_chunk);
         return 1;
     }
+    if ((unsigned)c->dtype > GPT_DTYPE_BF16) {
+        snprintf(err, errlen, "the activation type must be fp32 or bf16 (got %d)", c->dtype);
+        return 1;
+    }
     if ((uint64_t)c->batch * c->seq > (1u << 30) || (uint64_t)c->hidden * c->vocab > (1u << 30)) {
         snprintf(err, errlen, "sizes too large");
         return 1;
@@ -184,6 +188,138 @@ static void fail(gpt_model *m, const char *fmt, ...) {
 
 static float *F(const gpt_buf *b) { return (float *)b->ptr; }
 
+/* ---- bf16 activations (cfg.dtype GPT_DTYPE_BF16) ------------------------------------------
+ * An activation tensor (new_act) is stored as bf16, 2 bytes an element, in tensor memory: the
+ * budget, the saves handed to the hooks and the smartswap context see those bytes. The kernels
+ * keep their fp32 signatures: right before a kernel call each bf16 input is widened (exactly)
+ * into an fp32 scratch block, each bf16 output gets an fp32 scratch block that the kernel writes,
+ * and after the call (scr_done) the outputs are rounded to nearest even into their tensors and
+ * every scratch block is freed. The scratch comes from the same gpt_mem (GPT_MEM_TEMP), so it
+ * counts against the budget and the peaks while it lives. A value is rounded once, when it is
+ * produced, and every reader (forward, backward, a rebuild) widens the same bits, so backward
+ * sees exactly what forward used. Matrix products take bf16 operands: the activation as stored,
+ * the weight and the output gradient rounded into scratch (the ops' bf16 products read them as
+ * they are; without those the model widens them, which gives the same products). Per-row
+ * statistics (rstd, log-sum-exp, per-token losses) and the chunked loss's logits stay fp32
+ * (new_stat), as do weights, all gradients and the AdamW moments. */
+
+typedef struct gpt_scratch {
+    gpt_buf  *b;       /* fp32 scratch (or a bf16 operand) */
+    uint16_t *dst;     /* an output's bf16 tensor to round b into at scr_done; NULL: an input */
+    size_t    n;
+} gpt_scratch;
+
+static int is_b16(const gpt_model *m) { return m->cfg.dtype == GPT_DTYPE_BF16; }
+static size_t esz(const gpt_tensor *t) { return t->b16 ? 2 : sizeof(float); }
+
+static gpt_buf *scr_push(gpt_model *m, size_t bytes, uint16_t *dst, size_t n) {
+    if (m->err) return NULL;
+    if (m->nscr == m->capscr) {
+        int cap = m->capscr ? 2 * m->capscr : 16;
+        gpt_scratch *p = realloc(m->scr, (size_t)cap * sizeof *p);
+        if (!p) { fail(m, "out of host memory"); return NULL; }
+        m->scr = p;
+        m->capscr = cap;
+    }
+    gpt_buf *b = gpt_mem_alloc(m->mem, dst ? "bf16.out32" : "bf16.in32", bytes ? bytes : 1, GPT_MEM_TEMP);
+    if (!b) { fail(m, "%s", m->mem->err); return NULL; }
+    m->scr[m->nscr++] = (gpt_scratch){b, dst, n};
+    return b;
+}
+
+/* n elements at p (bf16 when b16) as fp32: p itself, or a widened scratch copy. */
+static const float *in32p(gpt_model *m, const void *p, size_t n, int b16) {
+    if (!b16 || !p) return p;
+    gpt_buf *b = scr_push(m, n * sizeof(float), NULL, 0);
+    if (!b) return NULL;
+    m->ops->from_bf16(F(b), p, n);
+    return F(b);
+}
+static const float *in32(gpt_model *m, const gpt_tensor *t) { return in32p(m, t->buf->ptr, t->n, t->b16); }
+
+/* Where a kernel writes n elements at dst in fp32: dst, or a scratch rounded into it (bf16) at
+ * scr_done. out32: all of t's data in buffer into (its buf or rbuf). */
+static float *out32p(gpt_model *m, void *dst, size_t n, int b16) {
+    if (!b16) return dst;
+    gpt_buf *b = scr_push(m, n * sizeof(float), dst, n);
+    return b ? F(b) : NULL;
+}
+static float *out32(gpt_model *m, gpt_tensor *t, gpt_buf *into) { return out32p(m, into->ptr, t->n, t->b16); }
+
+/* Elementwise kernels on bf16 tensors run GPT_B16_PIECE elements at a time, so their widened
+ * scratch stays small (the result is the same: each element is computed alone). */
+#define GPT_B16_PIECE 16384
+static size_t piece(const gpt_model *m, size_t n) { return is_b16(m) && n > GPT_B16_PIECE ? GPT_B16_PIECE : n; }
+/* element off of t's data at p (stored as t is) */
+static const void *at(const gpt_tensor *t, const void *p, size_t off) { return (const char *)p + off * esz(t); }
+
+/* After a kernel call: the outputs rounded into their bf16 tensors, the scratch pushed since
+ * mark freed (the scratch is a stack: a rebuild inside backward's loading of saved tensors, or a
+ * piece of a kernel call, releases its own and leaves the caller's). On a device the frees are
+ * ordered after the kernels by the allocator's stream events. scr_done: all of it. */
+static void scr_done_to(gpt_model *m, int mark) {
+    for (int i = mark; i < m->nscr; i++) {
+        gpt_scratch *s = &m->scr[i];
+        if (s->dst && !m->err) m->ops->to_bf16(s->dst, F(s->b), s->n);
+        gpt_buf_unref(m->mem, s->b);
+    }
+    if (m->nscr > mark) m->nscr = mark;
+}
+static void scr_done(gpt_model *m) { scr_done_to(m, 0); }
+
+/* A matrix product's fp32 operand p (n elements) rounded to bf16 bits in scratch. */
+static const uint16_t *to16(gpt_model *m, const float *p, size_t n) {
+    gpt_buf *b = scr_push(m, n * sizeof(uint16_t), NULL, 0);
+    if (!b) return NULL;
+    m->ops->to_bf16(b->ptr, p, n);
+    return b->ptr;
+}
+/* The same, widened back to fp32 (what a bf16 product reads, for the fp32 kernels); the bf16
+ * bits live only between the two conversions (freed at once: stream-ordered on a device). */
+static const float *rnd32(gpt_model *m, const float *p, size_t n) {
+    if (m->err) return NULL;
+    gpt_buf *h = gpt_mem_alloc(m->mem, "bf16.round", n ? n * sizeof(uint16_t) : 1, GPT_MEM_TEMP);
+    if (!h) { fail(m, "%s", m->mem->err); return NULL; }
+    gpt_buf *f = scr_push(m, n * sizeof(float), NULL, 0);
+    if (f) {
+        m->ops->to_bf16(h->ptr, p, n);
+        m->ops->from_bf16(F(f), h->ptr, n);
+    }
+    gpt_buf_unref(m->mem, h);
+    return f ? F(f) : NULL;
+}
+
+/* out (M,N) = x (M,K) . w (N,K)^T with x as stored (bf16 when xb16): in bf16 mode on bf16
+ * operands (fp32 accumulation). */
+static void mm_fwd(gpt_model *m, float *out, const void *x, int xb16, const float *w, int M, int K, int N) {
+    size_t nx = (size_t)M * K, nw = (size_t)N * K;
+    if (!is_b16(m)) { m->ops->matmul_fwd(out, x, w, M, K, N); return; }
+    if (m->ops->matmul_fwd_bf16) {
+        const uint16_t *xb = xb16 ? x : to16(m, x, nx), *wb = to16(m, w, nw);
+        if (xb && wb && out) m->ops->matmul_fwd_bf16(out, xb, wb, M, K, N);
+        return;
+    }
+    const float *xf = xb16 ? in32p(m, x, nx, 1) : rnd32(m, x, nx), *wf = rnd32(m, w, nw);
+    if (xf && wf && out) m->ops->matmul_fwd(out, xf, wf, M, K, N);
+}
+
+/* dinp (M,K) += dout . w, dw (N,K) += dout^T . x (either NULL: not wanted); bf16 mode: on bf16
+ * operands (dout rounded), fp32 outputs */
+static void mm_bwd(gpt_model *m, float *dinp, float *dw, const float *dout, const void *x, int xb16, const float *w,
+                   int M, int K, int N) {
+    size_t nx = (size_t)M * K, nw = (size_t)N * K, nd = (size_t)M * N;
+    if (!is_b16(m)) { m->ops->matmul_bwd(dinp, dw, dout, x, w, M, K, N); return; }
+    if (m->ops->matmul_bwd_bf16) {
+        const uint16_t *db = to16(m, dout, nd);
+        const uint16_t *xb = !dw ? NULL : xb16 ? x : to16(m, x, nx), *wb = dinp ? to16(m, w, nw) : NULL;
+        if (db && (!dw || xb) && (!dinp || wb)) m->ops->matmul_bwd_bf16(dinp, dw, db, xb, wb, M, K, N);
+        return;
+    }
+    const float *df = rnd32(m, dout, nd);
+    const float *xf = !dw ? NULL : xb16 ? in32p(m, x, nx, 1) : rnd32(m, x, nx), *wf = dinp ? rnd32(m, w, nw) : NULL;
+    if (df && (!dw || xf) && (!dinp || wf)) m->ops->matmul_bwd(dinp, dw, df, xf, wf, M, K, N);
+}
+
 /* The probe's slack on a per-expert buffer (gpt_model.moe_route_force): forced routing puts
  * K x M rows in K buffers; a real routing puts them in up to E, each rounded up to a unit
  * (GPT_MEM_ALIGN, or the allocator's granule: moe_route_unit), so K forced buffers each
@@ -196,8 +332,12 @@ static size_t probe_slack(const gpt_model *m, const char *name) {
     return (E + K - 1) / K * (m->moe_route_unit ? m->moe_route_unit : GPT_MEM_ALIGN);
 }
 
-/* A tensor of the iteration with a fresh ACT buffer (one reference); NULL after an error. */
-static gpt_tensor *new_act(gpt_model *m, const char *name, int layer, int ndim, int d0, int d1, int d2, int d3) {
+/* A tensor of the iteration with a fresh ACT buffer (one reference), stored as bf16 when b16;
+ * NULL after an error. new_act: an activation (the model's dtype); new_stat: always fp32. */
+#define new_act(m, ...) new_tensor(m, is_b16(m), __VA_ARGS__)
+#define new_stat(m, ...) new_tensor(m, 0, __VA_ARGS__)
+static gpt_tensor *new_tensor(gpt_model *m, int b16, const char *name, int layer, int ndim, int d0, int d1, int d2,
+                              int d3) {
     if (m->err) return NULL;
     gpt_tensor *t = calloc(1, sizeof *t);
     if (!t) { fail(m, "out of host memory"); return NULL; }
@@ -209,7 +349,8 @@ static gpt_tensor *new_act(gpt_model *m, const char *name, int layer, int ndim, 
     for (int i = 0; i < ndim; i++) { t->shape[i] = d[i]; t->n *= (size_t)d[i]; }
     t->next = m->acts;
     m->acts = t;
-    t->buf = gpt_mem_alloc(m->mem, t->name, t->n * sizeof(float) + probe_slack(m, t->name), GPT_MEM_ACT);
+    t->b16 = b16;
+    t->buf = gpt_mem_alloc(m->mem, t->name, t->n * esz(t) + probe_slack(m, t->name), GPT_MEM_ACT);
     if (!t->buf) { fail(m, "%s", m->mem->err); return NULL; }
     return t;
 }
@@ -306,7 +447,8 @@ static void save(gpt_model *m, gpt_node *n, gpt_tensor *t) {
     pd->info.site = n->site;
     pd->info.ndim = t->ndim;
     for (int i = 0; i < t->ndim; i++) pd->info.shape[i] = t->shape[i];
-    pd->info.bytes = t->n * sizeof(float);
+    pd->info.bytes = t->n * esz(t);
+    pd->info.dtype = t->b16 ? GPT_DTYPE_BF16 : GPT_DTYPE_F32;
     pd->info.ordinal = n->nsaved;
     pd->info.layer = n->layer;
     pd->info.rebuildable = t->rc_kind != RC_NONE;
@@ -337,7 +479,9 @@ static gpt_tensor *op_embed(gpt_model *m, uint64_t site) {
     report_op(m, OP_EMBED, site, 0);
     gpt_tensor *x = new_act(m, "embed", -1, 3, B, T, C, 0);
     if (!x) return NULL;
-    m->ops->embed_fwd(F(x->buf), m->tokens, F(m->wte->buf), B * T, C);
+    float *xo = out32(m, x, x->buf);
+    if (xo) m->ops->embed_fwd(xo, m->tokens, F(m->wte->buf), B * T, C);
+    scr_done(m);
     gpt_node *n = push_node(m, OP_EMBED, -1, site);
     if (n) { n->w = m->wte; n->out = x; }
     return x;
@@ -352,9 +496,12 @@ static gpt_tensor *op_rmsnorm(gpt_model *m, gpt_tensor *x, gpt_tensor *w, const 
     char rn[48];
     snprintf(rn, sizeof rn, "%s.rstd", name);
     gpt_tensor *y = new_act(m, name, layer, 3, B, T, C, 0);
-    gpt_tensor *r = new_act(m, rn, layer, 2, B, T, 0, 0);
+    gpt_tensor *r = new_stat(m, rn, layer, 2, B, T, 0, 0);
     if (!y || !r) { drop(m, y); drop(m, r); return NULL; }
-    m->ops->rmsnorm_fwd(F(y->buf), F(r->buf), F(x->buf), F(w->buf), B * T, C, m->cfg.norm_eps);
+    const float *xi = in32(m, x);
+    float *yo = out32(m, y, y->buf);
+    if (xi && yo) m->ops->rmsnorm_fwd(yo, F(r->buf), xi, F(w->buf), B * T, C, m->cfg.norm_eps);
+    scr_done(m);
     y->rc_kind = RC_RMSNORM; y->rc_in[0] = x; y->rc_w = w; y->rc_op[0] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 1;
     gpt_node *n = push_node(m, OP_RMSNORM, layer, site);
     if (n) { n->in[0] = x; n->w = w; n->out = y; save(m, n, x); save(m, n, r); }
@@ -371,7 +518,8 @@ static gpt_tensor *op_matmul(gpt_model *m, gpt_tensor *x, gpt_tensor *w, const c
     gpt_tensor *y = x->ndim == 3 ? new_act(m, name, layer, 3, x->shape[0], x->shape[1], N, 0)
                                  : new_act(m, name, layer, 2, M, N, 0, 0);
     if (!y) return NULL;
-    m->ops->matmul_fwd(F(y->buf), F(x->buf), F(w->buf), M, K, N);
+    mm_fwd(m, out32(m, y, y->buf), x->buf->ptr, x->b16, F(w->buf), M, K, N);
+    scr_done(m);
     y->rc_kind = RC_MATMUL; y->rc_in[0] = x; y->rc_w = w; y->rc_op[0] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 1;
     gpt_node *n = push_node(m, OP_MATMUL, layer, site);
     if (n) { n->in[0] = x; n->w = w; n->out = y; save(m, n, x); }
@@ -385,7 +533,10 @@ static gpt_tensor *op_rope(gpt_model *m, gpt_tensor *x, int H, const char *name,
     report_op(m, OP_ROPE, site, 0);
     gpt_tensor *y = new_act(m, name, layer, 4, B, T, H, hd);
     if (!y) return NULL;
-    m->ops->rope_fwd(F(y->buf), F(x->buf), F(m->rope_cos), F(m->rope_sin), B, T, H, hd);
+    const float *xi = in32(m, x);
+    float *yo = out32(m, y, y->buf);
+    if (xi && yo) m->ops->rope_fwd(yo, xi, F(m->rope_cos), F(m->rope_sin), B, T, H, hd);
+    scr_done(m);
     if (x->rc_kind == RC_MATMUL) {   /* y = rope(x_in . w^T): both kernel calls again */
         y->rc_kind = RC_MATMUL_ROPE; y->rc_in[0] = x->rc_in[0]; y->rc_w = x->rc_w; y->rc_heads = H;
         y->rc_op[0] = x->rc_op[0]; y->rc_op[1] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 2;
@@ -404,9 +555,12 @@ static gpt_tensor *op_attention(gpt_model *m, gpt_tensor *q, gpt_tensor *k, gpt_
     report_op(m, OP_ATTN, site, 0);
     gpt_tensor *y = new_act(m, "attn.out", layer, 3, B, T, A * hd, 0);
     if (m->cfg.attention == GPT_ATTN_FLASH) {
-        gpt_tensor *lse = new_act(m, "attn.lse", layer, 3, B, A, T, 0);
+        gpt_tensor *lse = new_stat(m, "attn.lse", layer, 3, B, A, T, 0);
         if (!y || !lse) { drop(m, y); drop(m, lse); return NULL; }
-        m->ops->flash_attn_fwd(F(y->buf), F(lse->buf), F(q->buf), F(k->buf), F(v->buf), B, T, A, KV, hd);
+        const float *qi = in32(m, q), *ki = in32(m, k), *vi = in32(m, v);
+        float *yo = out32(m, y, y->buf);
+        if (qi && ki && vi && yo) m->ops->flash_attn_fwd(yo, F(lse->buf), qi, ki, vi, B, T, A, KV, hd);
+        scr_done(m);
         gpt_node *n = push_node(m, OP_ATTN, layer, site);
         if (n) {
             n->in[0] = q; n->in[1] = k; n->in[2] = v; n->out = y;
@@ -417,7 +571,10 @@ static gpt_tensor *op_attention(gpt_model *m, gpt_tensor *q, gpt_tensor *k, gpt_
     }
     gpt_tensor *att = new_act(m, "attn.probs", layer, 4, B, A, T, T);
     if (!y || !att) { drop(m, y); drop(m, att); return NULL; }
-    m->ops->attn_fwd(F(y->buf), F(att->buf), F(q->buf), F(k->buf), F(v->buf), B, T, A, KV, hd);
+    const float *qi = in32(m, q), *ki = in32(m, k), *vi = in32(m, v);
+    float *yo = out32(m, y, y->buf), *ao = out32(m, att, att->buf);
+    if (qi && ki && vi && yo && ao) m->ops->attn_fwd(yo, ao, qi, ki, vi, B, T, A, KV, hd);
+    scr_done(m);
     gpt_node *n = push_node(m, OP_ATTN, layer, site);
     if (n) {
         n->in[0] = q; n->in[1] = k; n->in[2] = v; n->out = y;
@@ -434,7 +591,13 @@ static gpt_tensor *op_swiglu(gpt_model *m, gpt_tensor *g, gpt_tensor *u, const c
     report_op(m, OP_SWIGLU, site, 0);
     gpt_tensor *y = new_act(m, name, layer, g->ndim, g->shape[0], g->shape[1], g->shape[2], 0);
     if (!y) return NULL;
-    m->ops->swiglu_fwd(F(y->buf), F(g->buf), F(u->buf), y->n);
+    for (size_t o = 0, ch = piece(m, y->n); o < y->n && !m->err; o += ch) {
+        size_t len = y->n - o < ch ? y->n - o : ch;
+        const float *gi = in32p(m, at(g, g->buf->ptr, o), len, g->b16), *ui = in32p(m, at(u, u->buf->ptr, o), len, u->b16);
+        float *yo = out32p(m, (void *)at(y, y->buf->ptr, o), len, y->b16);
+        if (gi && ui && yo) m->ops->swiglu_fwd(yo, gi, ui, len);
+        scr_done(m);
+    }
     y->rc_kind = RC_SWIGLU; y->rc_in[0] = g; y->rc_in[1] = u; y->rc_op[0] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 1;
     gpt_node *n = push_node(m, OP_SWIGLU, layer, site);
     if (n) { n->in[0] = g; n->in[1] = u; n->out = y; save(m, n, g); save(m, n, u); }
@@ -448,7 +611,13 @@ static gpt_tensor *op_add(gpt_model *m, gpt_tensor *a, gpt_tensor *b, const char
     report_op(m, OP_ADD, site, 0);
     gpt_tensor *y = new_act(m, name, layer, 3, m->B, m->T, m->cfg.hidden, 0);
     if (!y) return NULL;
-    m->ops->add_fwd(F(y->buf), F(a->buf), F(b->buf), y->n);
+    for (size_t o = 0, ch = piece(m, y->n); o < y->n && !m->err; o += ch) {
+        size_t len = y->n - o < ch ? y->n - o : ch;
+        const float *ai = in32p(m, at(a, a->buf->ptr, o), len, a->b16), *bi = in32p(m, at(b, b->buf->ptr, o), len, b->b16);
+        float *yo = out32p(m, (void *)at(y, y->buf->ptr, o), len, y->b16);
+        if (ai && bi && yo) m->ops->add_fwd(yo, ai, bi, len);
+        scr_done(m);
+    }
     gpt_node *n = push_node(m, OP_ADD, layer, site);
     if (n) { n->in[0] = a; n->in[1] = b; n->out = y; }
     return y;
@@ -460,9 +629,12 @@ static float op_xent(gpt_model *m, gpt_tensor *logits, uint64_t site) {
     int B = m->B, T = m->T, V = m->cfg.vocab;
     report_op(m, OP_XENT, site, 0);
     gpt_tensor *p = new_act(m, "probs", -1, 3, B, T, V, 0);
-    gpt_tensor *ls = new_act(m, "losses", -1, 2, B, T, 0, 0);
+    gpt_tensor *ls = new_stat(m, "losses", -1, 2, B, T, 0, 0);
     if (!p || !ls) { drop(m, p); drop(m, ls); return 0.0f; }
-    float loss = m->ops->xent_fwd(F(p->buf), F(ls->buf), F(logits->buf), m->targets, B * T, V);
+    const float *li = in32(m, logits);
+    float *po = out32(m, p, p->buf);
+    float loss = li && po ? m->ops->xent_fwd(po, F(ls->buf), li, m->targets, B * T, V) : 0.0f;
+    scr_done(m);
     gpt_node *n = push_node(m, OP_XENT, -1, site);
     if (n) { n->in[0] = logits; save(m, n, p); }
     drop(m, p);
@@ -479,13 +651,14 @@ static float op_lxent(gpt_model *m, gpt_tensor *h, gpt_tensor *w, uint64_t site)
     int B = m->B, T = m->T, M = B * T, C = m->cfg.hidden, V = m->cfg.vocab;
     int ch = gpt_loss_chunk(&m->cfg, M);
     report_op(m, OP_LXENT, site, 0);
-    gpt_tensor *lse = new_act(m, "loss.lse", -1, 2, B, T, 0, 0);
-    gpt_tensor *ls = new_act(m, "losses", -1, 2, B, T, 0, 0);
-    gpt_tensor *lg = new_act(m, "logits.chunk", -1, 2, ch, V, 0, 0);   /* (chunk,V) */
+    gpt_tensor *lse = new_stat(m, "loss.lse", -1, 2, B, T, 0, 0);
+    gpt_tensor *ls = new_stat(m, "losses", -1, 2, B, T, 0, 0);
+    gpt_tensor *lg = new_stat(m, "logits.chunk", -1, 2, ch, V, 0, 0);   /* (chunk,V) */
     if (!lse || !ls || !lg) { drop(m, lse); drop(m, ls); drop(m, lg); return 0.0f; }
-    for (int i0 = 0; i0 < M; i0 += ch) {
+    for (int i0 = 0; i0 < M && !m->err; i0 += ch) {
         int rows = M - i0 < ch ? M - i0 : ch;
-        m->ops->matmul_fwd(F(lg->buf), F(h->buf) + (size_t)i0 * C, F(w->buf), rows, C, V);
+        mm_fwd(m, F(lg->buf), (const char *)h->buf->ptr + (size_t)i0 * C * esz(h), h->b16, F(w->buf), rows, C, V);
+        scr_done(m);
         m->ops->xent_lse_fwd(F(lse->buf) + i0, F(ls->buf) + i0, F(lg->buf), m->targets + i0, rows, V);
     }
     double total = 0.0;
@@ -509,7 +682,7 @@ static float op_lxent(gpt_model *m, gpt_tensor *h, gpt_tensor *w, uint64_t site)
 
 /* Backward of op_lxent: per chunk, the same k_matmul_fwd call as forward, dlogits in place,
  * then dh (rows of the chunk) and dw (accumulated chunk after chunk, in order). */
-static void lxent_backward(gpt_model *m, gpt_node *n, const float *h, const float *lse) {
+static void lxent_backward(gpt_model *m, gpt_node *n, const void *h, int hb16, const float *lse) {
     int M = n->B * n->T, C = m->cfg.hidden, V = m->cfg.vocab;
     int ch = gpt_loss_chunk(&m->cfg, M);
     float *dh = gradof(m, n->in[0]);
@@ -517,11 +690,16 @@ static void lxent_backward(gpt_model *m, gpt_node *n, const float *h, const floa
     gpt_buf *lg = gpt_mem_alloc(m->mem, "logits.chunk.recompute", (size_t)ch * V * sizeof(float), GPT_MEM_ACT);
     if (!lg) { fail(m, "%s", m->mem->err); return; }
     float scale = m->dloss / (float)M;
-    for (int i0 = 0; i0 < M; i0 += ch) {
+    size_t hsz = hb16 ? 2 : sizeof(float);
+    int mark = m->nscr;
+    for (int i0 = 0; i0 < M && !m->err; i0 += ch) {
         int rows = M - i0 < ch ? M - i0 : ch;
-        m->ops->matmul_fwd(F(lg), h + (size_t)i0 * C, F(n->w->buf), rows, C, V);
+        const void *hc = (const char *)h + (size_t)i0 * C * hsz;
+        mm_fwd(m, F(lg), hc, hb16, F(n->w->buf), rows, C, V);
+        scr_done_to(m, mark);
         m->ops->xent_lse_bwd(F(lg), lse + i0, m->targets + i0, rows, V, scale);
-        m->ops->matmul_bwd(dh + (size_t)i0 * C, F(n->w->grad), F(lg), h + (size_t)i0 * C, F(n->w->buf), rows, C, V);
+        mm_bwd(m, dh + (size_t)i0 * C, F(n->w->grad), F(lg), hc, hb16, F(n->w->buf), rows, C, V);
+        scr_done_to(m, mark);
     }
     gpt_buf_unref(m->mem, lg);
 }
@@ -556,7 +734,11 @@ static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uin
     gpt_tensor *w = new_act(m, "moe.weights", layer, 3, B, T, K, 0);
     gpt_tensor *p = new_act(m, "moe.probs", layer, 3, B, T, E, 0);
     if (!w || !p) { drop(m, w); drop(m, p); return NULL; }
-    m->ops->moe_route_fwd(F(p->buf), F(w->buf), r->idx, F(logits->buf), M, E, K);
+    const float *li = in32(m, logits);
+    float *po = out32(m, p, p->buf), *wo = out32(m, w, w->buf);
+    if (li && po && wo) m->ops->moe_route_fwd(po, wo, r->idx, li, M, E, K);
+    scr_done(m);
+    if (m->err) { drop(m, w); drop(m, p); return NULL; }
     if (m->moe_route_force)   /* the probe's worst case: every expert 0..K-1 gets every token */
         for (size_t i = 0; i < (size_t)M * K; i++) r->idx[i] = (int)(i % (size_t)K);
     /* each expert's tokens, in token order */
@@ -613,7 +795,10 @@ static gpt_tensor *op_moe_gather(gpt_model *m, gpt_tensor *x, gpt_route *r, int 
     snprintf(name, sizeof name, "moe.e%d.in", r->run_e[j]);
     gpt_tensor *y = new_act(m, name, layer, 2, ne, C, 0, 0);
     if (!y) return NULL;
-    m->ops->moe_gather_fwd(F(y->buf), F(x->buf), r->rows + r->run_off[j], ne, C);
+    const float *xi = in32(m, x);
+    float *yo = out32(m, y, y->buf);
+    if (xi && yo) m->ops->moe_gather_fwd(yo, xi, r->rows + r->run_off[j], ne, C);
+    scr_done(m);
     gpt_node *n = push_node(m, OP_MOE_GATHER, layer, site);
     if (n) { n->in[0] = x; n->out = y; n->route = r; n->expert = j; }
     return y;
@@ -628,8 +813,11 @@ static gpt_tensor *op_moe_combine(gpt_model *m, gpt_tensor *w, gpt_route *r, int
     gpt_tensor *y = new_act(m, "moe.out", layer, 3, m->B, m->T, C, 0);
     if (!y) return NULL;
     const float *ye[2 * GPT_MAX_EXPERTS + 1];
-    for (int j = 0; j < r->nrun; j++) ye[j] = r->ye[j] ? F(r->ye[j]->buf) : NULL;
-    m->ops->moe_combine_fwd(F(y->buf), F(w->buf), r->run, r->rslot, ye, r->M, C, r->K, r->nrun);
+    for (int j = 0; j < r->nrun; j++) ye[j] = r->ye[j] ? in32(m, r->ye[j]) : NULL;
+    const float *wi = in32(m, w);
+    float *yo = out32(m, y, y->buf);
+    if (wi && yo) m->ops->moe_combine_fwd(yo, wi, r->run, r->rslot, ye, r->M, C, r->K, r->nrun);
+    scr_done(m);
     gpt_node *n = push_node(m, OP_MOE_COMBINE, layer, site);
     if (n) {
         n->in[0] = w; n->out = y; n->route = r;
@@ -738,63 +926,100 @@ static void rc_report(gpt_model *m, gpt_tensor *t) {
     m->hooks.recipe(m->hooks.user, t->h0, src, rc_nsrc(t), t->rc_op, t->rc_nop);
 }
 
-static const float *load_tensor(gpt_model *m, gpt_tensor *t, uint64_t h);
+static const void *load_tensor(gpt_model *m, gpt_tensor *t, uint64_t h);
 
 /* t's data, rebuilt by the kernel call that made it from its sources (loaded, or rebuilt in
- * turn), into a buffer held until t's last save is released. Same kernel, same inputs, same
- * bits. */
-static const float *rebuild(gpt_model *m, gpt_tensor *t) {
-    if (t->rbuf) return F(t->rbuf);
+ * turn), into a buffer held until t's last save is released, stored as t is (bf16: rounded as
+ * when it was made). Same kernel, same inputs, same bits. */
+static const void *rebuild(gpt_model *m, gpt_tensor *t) {
+    if (t->rbuf) return t->rbuf->ptr;
     if (m->err) return NULL;
     if (!rc_ready(t)) { fail(m, "internal: %s was dropped but its sources are gone", t->name); return NULL; }
-    const float *in[2] = {NULL, NULL};
+    const void *in[2] = {NULL, NULL};
     for (int k = 0; k < rc_nsrc(t); k++) {
         in[k] = load_tensor(m, t->rc_in[k], t->rc_in[k]->h0);
         if (!in[k]) return NULL;
     }
     char name[64];
     snprintf(name, sizeof name, "%s.rebuild", t->name);
-    gpt_buf *b = gpt_mem_alloc(m->mem, name, t->n * sizeof(float), GPT_MEM_ACT);
+    gpt_buf *b = gpt_mem_alloc(m->mem, name, t->n * esz(t), GPT_MEM_ACT);
     if (!b) { fail(m, "%s", m->mem->err); return NULL; }
-    int C = m->cfg.hidden;
+    int C = m->cfg.hidden, mark = m->nscr;   /* the caller's scratch (backward's widened saves) stays */
     switch (t->rc_kind) {
     case RC_RMSNORM: {          /* the rstd it writes again is a scratch (the saved one stays) */
         int M = (int)(t->n / (size_t)C);
         gpt_buf *r = gpt_mem_alloc(m->mem, "rstd.rebuild", (size_t)M * sizeof(float), GPT_MEM_ACT);
         if (!r) { fail(m, "%s", m->mem->err); break; }
-        m->ops->rmsnorm_fwd(F(b), F(r), in[0], F(t->rc_w->buf), M, C, m->cfg.norm_eps);
+        /* bf16: rows in pieces (each row is normalised alone), so the widened scratch is small */
+        int rows = (int)(piece(m, t->n) / (size_t)C);
+        if (rows < 1) rows = 1;
+        const gpt_tensor *x = t->rc_in[0];
+        for (int r0 = 0; r0 < M && !m->err; r0 += rows) {
+            int nr = M - r0 < rows ? M - r0 : rows;
+            size_t o = (size_t)r0 * C, len = (size_t)nr * C;
+            const float *xi = in32p(m, at(x, in[0], o), len, x->b16);
+            float *yo = out32p(m, (void *)at(t, b->ptr, o), len, t->b16);
+            if (xi && yo) m->ops->rmsnorm_fwd(yo, F(r) + r0, xi, F(t->rc_w->buf), nr, C, m->cfg.norm_eps);
+            scr_done_to(m, mark);
+        }
         gpt_buf_unref(m->mem, r);
         break;
     }
     case RC_MATMUL: {
         int N = t->rc_w->shape[0], K = t->rc_w->shape[1];
-        m->ops->matmul_fwd(F(b), in[0], F(t->rc_w->buf), (int)(t->n / (size_t)N), K, N);
+        mm_fwd(m, out32(m, t, b), in[0], t->rc_in[0]->b16, F(t->rc_w->buf), (int)(t->n / (size_t)N), K, N);
+        scr_done_to(m, mark);
         break;
     }
     case RC_MATMUL_ROPE: {      /* (B,T,H,hd) = rope(x . w^T), through a scratch for the product */
         int N = t->rc_w->shape[0], K = t->rc_w->shape[1], hd = C / m->cfg.heads;
         gpt_buf *q = gpt_mem_alloc(m->mem, "rope.in.rebuild", t->n * sizeof(float), GPT_MEM_ACT);
         if (!q) { fail(m, "%s", m->mem->err); break; }
-        m->ops->matmul_fwd(F(q), in[0], F(t->rc_w->buf), (int)(t->n / (size_t)N), K, N);
-        m->ops->rope_fwd(F(b), F(q), F(m->rope_cos), F(m->rope_sin), t->shape[0], t->shape[1], t->rc_heads, hd);
+        mm_fwd(m, F(q), in[0], t->rc_in[0]->b16, F(t->rc_w->buf), (int)(t->n / (size_t)N), K, N);
+        scr_done_to(m, mark);
+        if (t->b16 && !m->err) {   /* the product was an activation of its own, stored rounded: rope
+                                      read the rounded values (rounded here in place) */
+            gpt_buf *h = gpt_mem_alloc(m->mem, "rope.in.round", t->n * sizeof(uint16_t), GPT_MEM_TEMP);
+            if (!h) { fail(m, "%s", m->mem->err); gpt_buf_unref(m->mem, q); break; }
+            m->ops->to_bf16(h->ptr, F(q), t->n);
+            m->ops->from_bf16(F(q), h->ptr, t->n);
+            gpt_buf_unref(m->mem, h);
+        }
+        /* bf16: one batch row at a time (rope is per element), so the output's scratch is small */
+        int nb = t->b16 ? 1 : t->shape[0];
+        size_t row = t->n / (size_t)t->shape[0] * (size_t)nb;
+        for (int b0 = 0; b0 < t->shape[0] && !m->err; b0 += nb) {
+            float *yo = out32p(m, (void *)at(t, b->ptr, (size_t)b0 / (size_t)nb * row), row, t->b16);
+            if (yo) m->ops->rope_fwd(yo, F(q) + (size_t)b0 / (size_t)nb * row, F(m->rope_cos), F(m->rope_sin), nb,
+                                     t->shape[1], t->rc_heads, hd);
+            scr_done_to(m, mark);
+        }
         gpt_buf_unref(m->mem, q);
         break;
     }
-    case RC_SWIGLU:
-        m->ops->swiglu_fwd(F(b), in[0], in[1], t->n);
+    case RC_SWIGLU: {
+        const gpt_tensor *g = t->rc_in[0], *u = t->rc_in[1];
+        for (size_t o = 0, ch = piece(m, t->n); o < t->n && !m->err; o += ch) {
+            size_t len = t->n - o < ch ? t->n - o : ch;
+            const float *gi = in32p(m, at(g, in[0], o), len, g->b16), *ui = in32p(m, at(u, in[1], o), len, u->b16);
+            float *yo = out32p(m, (void *)at(t, b->ptr, o), len, t->b16);
+            if (gi && ui && yo) m->ops->swiglu_fwd(yo, gi, ui, len);
+            scr_done_to(m, mark);
+        }
         break;
+    }
     default:
         fail(m, "internal: %s has no rebuild recipe", t->name);
     }
     if (m->err) { gpt_buf_unref(m->mem, b); return NULL; }
     t->rbuf = b;
     m->stats.rebuilt++;
-    m->stats.rebuilt_bytes += t->n * sizeof(float);
-    return F(b);
+    m->stats.rebuilt_bytes += t->n * esz(t);
+    return b->ptr;
 }
 
-/* The data of save h of tensor t: rebuilt when the hooks dropped it, else loaded. */
-static const float *load_tensor(gpt_model *m, gpt_tensor *t, uint64_t h) {
+/* The data of save h of tensor t, as stored: rebuilt when the hooks dropped it, else loaded. */
+static const void *load_tensor(gpt_model *m, gpt_tensor *t, uint64_t h) {
     if (t && t->rc_kind) rc_report(m, t);
     if (t && t->rc_kind && m->hooks.dropped && m->hooks.dropped(m->hooks.user, h)) return rebuild(m, t);
     return load(m, h);
@@ -818,13 +1043,13 @@ static void release_slot(gpt_model *m, size_t i) {
 static void ckpt_backward(gpt_model *m, gpt_node nd) {
     gpt_tensor *x = nd.in[0], *y = nd.out;
     uint64_t h = m->hpool[nd.s0];
-    const float *xs = load_tensor(m, m->hten[nd.s0], h);
+    const void *xs = load_tensor(m, m->hten[nd.s0], h);
     if (m->err) return;
     char name[64];
     snprintf(name, sizeof name, "%s.recompute", x->name);
-    x->buf = gpt_mem_alloc(m->mem, name, x->n * sizeof(float), GPT_MEM_ACT);
+    x->buf = gpt_mem_alloc(m->mem, name, x->n * esz(x), GPT_MEM_ACT);
     if (!x->buf) { fail(m, "%s", m->mem->err); return; }
-    m->ops->copy(x->buf->ptr, xs, x->n * sizeof(float));
+    m->ops->copy(x->buf->ptr, xs, x->n * esz(x));
     release_slot(m, nd.s0);
     size_t stop = m->ntape;
     m->recording = 1;
@@ -855,9 +1080,18 @@ static void node_backward(gpt_model *m, gpt_node *n) {
         fail(m, "internal: no gradient reaches %s", n->out->name);
         return;
     }
-    float *s[2 * GPT_MAX_EXPERTS + 4];   /* moe_combine saves the weights and every run's output */
-    for (int i = 0; i < n->nsaved; i++) s[i] = (float *)load_tensor(m, m->hten[n->s0 + i], m->hpool[n->s0 + i]);
-    if (m->err) return;
+    /* the saved tensors as stored (raw), and as fp32 (s: widened into scratch when bf16; the
+     * matmul, the chunked loss and swiglu read their bf16 operands as they are); moe_combine
+     * saves the weights and every run's output */
+    const void *raw[2 * GPT_MAX_EXPERTS + 4];
+    const float *s[2 * GPT_MAX_EXPERTS + 4];
+    int lazy = n->kind == OP_MATMUL || n->kind == OP_LXENT || n->kind == OP_SWIGLU;
+    for (int i = 0; i < n->nsaved; i++) {
+        const gpt_tensor *t = m->hten[n->s0 + i];
+        raw[i] = load_tensor(m, m->hten[n->s0 + i], m->hpool[n->s0 + i]);
+        s[i] = lazy || !t ? raw[i] : in32p(m, raw[i], t->n, t->b16);
+    }
+    if (m->err) { scr_done(m); return; }
     switch (n->kind) {
     case OP_EMBED:
         m->ops->embed_bwd(F(n->w->grad), dout, m->tokens, M, C, m->cfg.vocab);
@@ -870,7 +1104,8 @@ static void node_backward(gpt_model *m, gpt_node *n) {
     case OP_MATMUL: {
         float *dx = gradof(m, n->in[0]);
         int K = n->w->shape[1], N = n->w->shape[0];
-        if (dx) m->ops->matmul_bwd(dx, F(n->w->grad), dout, s[0], F(n->w->buf), (int)(n->in[0]->n / (size_t)K), K, N);
+        if (dx) mm_bwd(m, dx, F(n->w->grad), dout, raw[0], m->hten[n->s0]->b16, F(n->w->buf), (int)(n->in[0]->n / (size_t)K),
+                       K, N);
         break;
     }
     case OP_ROPE: {
@@ -888,11 +1123,19 @@ static void node_backward(gpt_model *m, gpt_node *n) {
         break;
     }
     case OP_LXENT:
-        lxent_backward(m, n, s[0], s[1]);
+        lxent_backward(m, n, raw[0], m->hten[n->s0]->b16, s[1]);
         break;
     case OP_SWIGLU: {
         float *dg = gradof(m, n->in[0]), *du = gradof(m, n->in[1]);
-        if (dg && du) m->ops->swiglu_bwd(dg, du, dout, s[0], s[1], n->out->n);
+        const gpt_tensor *g = m->hten[n->s0], *u = m->hten[n->s0 + 1];
+        size_t nn = n->out->n;
+        int mark = m->nscr;
+        for (size_t o = 0, ch = piece(m, nn); dg && du && o < nn && !m->err; o += ch) {
+            size_t len = nn - o < ch ? nn - o : ch;
+            const float *gi = in32p(m, at(g, raw[0], o), len, g->b16), *ui = in32p(m, at(u, raw[1], o), len, u->b16);
+            if (gi && ui) m->ops->swiglu_bwd(dg + o, du + o, dout + o, gi, ui, len);
+            scr_done_to(m, mark);
+        }
         break;
     }
     case OP_ADD: {
@@ -939,6 +1182,7 @@ static void node_backward(gpt_model *m, gpt_node *n) {
     default:
         fail(m, "internal: unknown tape node %d", n->kind);
     }
+    scr_done(m);
     for (int i = 0; i < n->nsaved; i++) release_slot(m, n->s0 + i);
     n->nsaved = 0;
     if (n->out) { gpt_buf_unref(m->mem, n->out->grad); n->out->grad = NULL; }
@@ -954,6 +1198,7 @@ static void backward_to(gpt_model *m, size_t stop) {
 
 /* Frees everything the micro-batch still holds (after success: only tensor structs). */
 static void end_iteration(gpt_model *m) {
+    scr_done(m);   /* nothing is left after a completed call; after an error, what was pushed */
     for (size_t i = 0; i < m->nhpool; i++)
         if (m->hpool[i]) release_slot(m, i);
     m->nhpool = 0;
@@ -1313,6 +1558,7 @@ void gpt_model_free(gpt_model *m) {
     free(m->tape);
     free(m->hpool);
     free(m->hten);
+    free(m->scr);
     if (m->ops && m->ops->ints_free) m->ops->ints_free(m->dtok);
     memset(m, 0, sizeof *m);
 }

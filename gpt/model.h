@@ -50,6 +50,9 @@ typedef struct gpt_config {
     int   attention;                              /* gpt_attention (default flash) */
     int   loss;                                   /* gpt_loss (default chunked) */
     int   loss_chunk;                             /* tokens per loss chunk; 0: gpt_loss_chunk's rule */
+    int   dtype;                                  /* gpt_dtype of the activations (default fp32); bf16:
+                                                     stored as bf16, products on bf16 operands, weights,
+                                                     gradients and AdamW state fp32 (model.c) */
     float rope_theta, norm_eps;
     float beta1, beta2, adam_eps, weight_decay;   /* AdamW; decay on matrices only */
 } gpt_config;
@@ -87,6 +90,7 @@ typedef struct gpt_tensor {
     uint64_t     h0;            /* the tape handle of its first save (0: none yet) */
     int          saves_live;    /* its saves handed to the hooks and not yet released */
     gpt_buf     *rbuf;          /* rebuilt data, held until its last save is released */
+    int          b16;           /* 1: its data (buf, rbuf) is stored as bf16, 2 bytes an element */
 } gpt_tensor;
 
 typedef struct gpt_layer {
@@ -184,6 +188,10 @@ typedef struct gpt_model {
     size_t      moe_route_unit;           /* the probe's rounding unit for that slack (0: 256 B;
                                              the granule when the allocator maps granules: each
                                              real buffer may then hold one granule more) */
+    /* bf16: the fp32 scratch of the kernel call being made (widened inputs, outputs to round into
+     * their bf16 tensors), freed after it (model.c "bf16 activations") */
+    struct gpt_scratch *scr;
+    int         nscr, capscr;
     int         err;
     char        errmsg[320];
     gpt_stats   stats;

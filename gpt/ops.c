@@ -41,4 +41,6 @@ const gpt_ops gpt_ops_cpu = {
     .moe_gather_fwd = k_moe_gather_fwd, .moe_gather_bwd = k_moe_gather_bwd,
     .moe_combine_fwd = c_moe_combine_fwd, .moe_combine_bwd = c_moe_combine_bwd,
     .adamw = k_adamw,
+    .to_bf16 = k_to_bf16, .from_bf16 = k_from_bf16,
+    .matmul_fwd_bf16 = NULL, .matmul_bwd_bf16 = NULL,   /* the model widens (the same products) */
 };

@@ -17,6 +17,7 @@
 #define GPT_OPS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct gpt_ops {
     const char *name;        /* "cpu", "cuda" */
@@ -79,6 +80,17 @@ typedef struct gpt_ops {
                             const int *slot, const float *const *ye, int M, int C, int K, int E);
     void (*adamw)(float *p, float *m, float *v, const float *g, size_t n, float lr, float b1, float b2, float eps,
                   float wd, int t);
+
+    /* bf16 storage (--dtype bf16, model.c "bf16 activations"): dst = the bf16 bits of src (round
+     * to nearest even), dst = the exact fp32 of the bf16 bits src */
+    void (*to_bf16)(uint16_t *dst, const float *src, size_t n);
+    void (*from_bf16)(float *dst, const uint16_t *src, size_t n);
+    /* Optional (NULL: the model widens the bf16 operands into fp32 scratch and calls matmul_fwd /
+     * matmul_bwd, which gives the same products): matrix products reading bf16 operands directly,
+     * fp32 accumulation and outputs (+= in backward), as matmul_fwd / matmul_bwd otherwise. */
+    void (*matmul_fwd_bf16)(float *out, const uint16_t *inp, const uint16_t *w, int M, int K, int N);
+    void (*matmul_bwd_bf16)(float *dinp, float *dw, const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
+                            int M, int K, int N);
 } gpt_ops;
 
 extern const gpt_ops gpt_ops_cpu;
@@ -86,8 +98,4 @@ extern const gpt_ops gpt_ops_cpu;
 /* The CUDA table (ops-cuda.c; only in builds with the CUDA kernels): initialises the kernels
  * (gpt_cuda_init: device 0, cuBLAS) on first use. NULL with err saying why when that fails. */
 const gpt_ops *gpt_ops_cuda(char *err, size_t len);
-/* The CUDA table of `--dtype bf16` (ops-cuda.c): gpt_ops_cuda's, except that the matrix products
- * take bf16-rounded inputs (fp32 accumulation and outputs); every stored tensor stays fp32. */
-const gpt_ops *gpt_ops_cuda_bf16(char *err, size_t len);
-
 #endif /* GPT_OPS_H */

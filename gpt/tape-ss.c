@@ -54,7 +54,8 @@ static int sp_save(void *user, gpt_buf *buf, const gpt_save_info *info, uint64_t
     p->sh[*handle - 1] = 0;
     if (!p->failed) {
         uint64_t h = 0;
-        ss_status st = ss_ctx_save(p->ctx, buf->ptr, info->bytes, SS_DTYPE_F32, info->ndim, info->shape, 0, &h);
+        int dt = info->dtype == GPT_DTYPE_BF16 ? SS_DTYPE_BF16 : SS_DTYPE_F32;
+        ss_status st = ss_ctx_save(p->ctx, buf->ptr, info->bytes, dt, info->ndim, info->shape, 0, &h);
         note(p, "ss_ctx_save", st);
         if (st == SS_OK) p->sh[*handle - 1] = h;
     }

@@ -59,7 +59,8 @@ static int sw_save(void *user, gpt_buf *buf, const gpt_save_info *info, uint64_t
     }
     if (buf->ext_refs == 0) {
         uint64_t h = 0;
-        ss_status st = ss_ctx_save_block(s->ctx, (ss_block_t *)buf->impl, SS_DTYPE_F32, info->ndim, info->shape, 0, &h);
+        ss_status st = ss_ctx_save_block(s->ctx, (ss_block_t *)buf->impl,
+                                         info->dtype == GPT_DTYPE_BF16 ? SS_DTYPE_BF16 : SS_DTYPE_F32, info->ndim, info->shape, 0, &h);
         if (st) return fail(s, "ss_ctx_save_block", st);
         buf->ext = h;
         s->blocks++;

@@ -21,13 +21,17 @@
 
 #include "mem.h"
 
+/* How a tensor's elements are stored (gpt_config.dtype for activations; everything else fp32). */
+typedef enum gpt_dtype { GPT_DTYPE_F32 = 0, GPT_DTYPE_BF16 } gpt_dtype;
+
 /* What smartswap matches a saved tensor by: operator, call site, shape, bytes, ordinal. */
 typedef struct gpt_save_info {
     const char *op;        /* operator that saves it: "matmul", "attention", ... */
     uint64_t    site;      /* call site (gpt/model.c line, tagged) */
     int         ndim;
     int64_t     shape[4];
-    uint64_t    bytes;
+    uint64_t    bytes;     /* as stored: 2 per element in bf16 */
+    int         dtype;     /* gpt_dtype of the stored elements */
     int         ordinal;   /* index among the tensors this operator saves */
     int         layer;     /* -1 outside the layers */
     int         rebuildable;   /* 1: the model can rebuild it by re-running the kernel call that

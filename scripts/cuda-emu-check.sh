@@ -16,11 +16,13 @@
 # granules) must give none's losses (bit for bit, per step) and final weights (byte for byte),
 # and so must cpu-sim's run: the plumbing (allocation, transfers, streams, events), not the
 # GPU kernels, which the "kernels" part covers.
-# The train part first runs tests/test-gpt-cuda.c's t_ops_bf16 (the bf16 table's products against
-# the CPU's on rounded inputs) linked to the shim (build/tests/test-gpt-cuda-shim).
-# It then runs `--dtype bf16` (gpt/ops-cuda.c's bf16 table, the shim's bf16 products):
-# its losses must differ from fp32's and its recompute, offload-all, smartswap, --swap-only and
-# granule runs must equal its none bit for bit. It also checks that without a GPU `train --device cuda` fails in one line naming
+# The train part first runs tests/test-gpt-cuda.c's t_ops_bf16 (the cuda table's bf16 conversions
+# and products against the CPU table's path) linked to the shim (build/tests/test-gpt-cuda-shim).
+# It then runs `--dtype bf16` (activations stored as bf16, gpt/model.c; the products through the
+# cuda table's bf16 entries, the shim's: the CPU's on the widened operands): its losses must
+# differ from fp32's, its recompute, offload-all, smartswap, --swap-only and granule runs must
+# equal its none bit for bit, and so must cpu-sim's bf16 run (the CPU table, where the model
+# widens the operands itself: the two paths give the same bits). It also checks that without a GPU `train --device cuda` fails in one line naming
 # CUDA with exit 1 (the real CLI on this machine's missing driver, and the stand-in with
 # FAKE_CUDA_DEVICES=0).
 # Part "gpu-check" (about 40 s; in the default list, not in .ci/run's) runs bench/gpu-check.sh
@@ -62,8 +64,8 @@ case " $parts " in *" device "*)
 esac
 case " $parts " in *" train "*)
     ${MAKE:-make} -s -j2 BUILD="$b" SS_CUDA=1 "$b/smartswap" "$b/smartswap-cuda-emu" "$b/tests/test-gpt-cuda-shim"
-    # the --dtype bf16 table's own test (tests/test-gpt-cuda.c t_ops_bf16) on the shim kernels
-    echo "== test-gpt-cuda t_ops_bf16 (gpt/ops-cuda.c's bf16 table on the shim kernels and the fake runtime)"
+    # the cuda table's bf16 entries' test (tests/test-gpt-cuda.c t_ops_bf16) on the shim kernels
+    echo "== test-gpt-cuda t_ops_bf16 (gpt/ops-cuda.c's bf16 entries on the shim kernels and the fake runtime)"
     out=$(TEST_GPT_CUDA_ONLY=t_ops_bf16 LD_LIBRARY_PATH="$d" "$b/tests/test-gpt-cuda-shim" 2>&1) &&
         printf '%s\n' "$out" | grep -q '^ok   t_ops_bf16' || { printf '%s\n' "$out"; echo "cuda-emu: t_ops_bf16 on the shim FAILED"; exit 1; }
     printf '%s\n' "$out" | tail -n 1
@@ -104,13 +106,17 @@ case " $parts " in *" train "*)
     timeout 120 "$b/smartswap" $M --device cpu-sim --log "$d/cpu-sim.jsonl" --save-weights "$d/w-cpu-sim.bin" \
         > "$d/cpu-sim.out" 2>&1 || { tail -n 20 "$d/cpu-sim.out"; echo "cuda-emu: cpu-sim run FAILED"; exit 1; }
     same cpu-sim " (cpu-sim, the CPU kernels on host memory)"
-    # --dtype bf16 (gpt/ops-cuda.c's bf16 table; the shim's products: the CPU's on the widened
-    # bf16-rounded inputs): the losses must move off fp32's (the option reaches the products),
-    # and every mode must reproduce bf16 none's
+    # --dtype bf16 (activations stored as bf16, the products on bf16 operands through the cuda
+    # table's bf16 entries; the shim's: the CPU's on the widened operands): the losses must move
+    # off fp32's, and every mode must reproduce bf16 none's, cpu-sim's bf16 run too
     emu bf16 --dtype bf16
-    grep -q 'kernels  .*bf16: matrix products on bf16-rounded inputs' "$d/bf16.out" || { echo "cuda-emu: --dtype bf16 did not use the bf16 table"; exit 1; }
+    grep -q '^  dtype    bf16 activations' "$d/bf16.out" || { echo "cuda-emu: --dtype bf16 did not store bf16 activations"; exit 1; }
     grep -o '"loss_hex": "[^"]*"' "$d/bf16.jsonl" > "$d/bf16.loss"
-    cmp -s "$d/none.loss" "$d/bf16.loss" && { echo "cuda-emu: --dtype bf16 gave fp32's losses bit for bit: the products did not round"; exit 1; }
+    cmp -s "$d/none.loss" "$d/bf16.loss" && { echo "cuda-emu: --dtype bf16 gave fp32's losses bit for bit: nothing was rounded"; exit 1; }
+    s16=$(sed -n '$s/.*"saved_bytes": \([0-9]*\).*/\1/p' "$d/bf16.jsonl"); s32=$(sed -n '$s/.*"saved_bytes": \([0-9]*\).*/\1/p' "$d/none.jsonl")
+    [ -n "$s16" ] && [ -n "$s32" ] && [ $((s16 * 100)) -le $((s32 * 55)) ] ||
+        { echo "cuda-emu: --dtype bf16 saved $s16 B a step against fp32's $s32 B (not about half)"; exit 1; }
+    echo "   bf16 saved a step: $s16 B (fp32: $s32 B)"
     echo "   bf16 none: $(tail -n 1 "$d/bf16.loss" | cut -d'"' -f4) (fp32: $(tail -n 1 "$d/none.loss" | cut -d'"' -f4))"
     emu bf16-recompute --mode recompute --dtype bf16; same bf16-recompute "" bf16
     emu bf16-offload-all --mode offload-all --dtype bf16; same bf16-offload-all "" bf16
@@ -121,6 +127,10 @@ case " $parts " in *" train "*)
     emu bf16-swap-only --mode smartswap --swap-only --budget "$q" --dtype bf16; same bf16-swap-only "" bf16
     SMARTSWAP_GRANULE=65536 emu bf16-smartswap-vm --mode smartswap --budget "$q" --dtype bf16
     same bf16-smartswap-vm " (64 KiB granules)" bf16
+    timeout 120 "$b/smartswap" $M --device cpu-sim --dtype bf16 --log "$d/bf16-cpu-sim.jsonl" \
+        --save-weights "$d/w-bf16-cpu-sim.bin" > "$d/bf16-cpu-sim.out" 2>&1 ||
+        { tail -n 20 "$d/bf16-cpu-sim.out"; echo "cuda-emu: bf16 cpu-sim run FAILED"; exit 1; }
+    same bf16-cpu-sim " (cpu-sim: the model widens the operands, the CPU table has no bf16 products)" bf16
     nogpu() {   # name, then the command: exit 1 and one line naming CUDA
         name=$1; shift
         r=0; out=$("$@" $M --device cuda 2>&1) || r=$?

@@ -18,6 +18,7 @@
  * saying why; the summary then reads "0 passed, 0 failed, N skipped". scripts/cuda-emu-check.sh
  * links this file to the kernels run on the CPU by an emulator (docs/cuda.md).
  */
+#include "bf16.h"
 #include "kernels.h"
 #include "test.h"
 
@@ -437,19 +438,7 @@ static void t_errors(void) {
  * TOL_BWD) and against the unrounded fp32 inputs (TOL_BF16: bf16 keeps 8 significant bits) */
 #define TOL_BF16 1e-2
 
-static uint16_t bf16_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float bf16_float(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+/* bf16_bits / bf16_float: gpt/bf16.h (the CPU reference of the conversions) */
 
 static void t_bf16(void) {
     NEED_GPU();
@@ -524,55 +513,59 @@ static void t_bf16(void) {
     fb_free(&dw); fb_free(&out32); fb_free(&dinp32); fb_free(&dw32);
 }
 #ifndef SS_GPT_NO_OPS
-/* The trainer's --dtype bf16 table (gpt/ops-cuda.c, gpt_ops_cuda_bf16): its matrix products round
- * their inputs into scratch buffers and call the bf16 products. Against the CPU's fp32 products of
- * the rounded inputs (TOL_FWD / TOL_BWD); backward with only dinp or only dw asked for gives the
- * same bits as with both; and the output differs from the unrounded fp32 product (so the table
- * does round). A small product first makes the larger one grow the scratch. Not in the lockstep
- * emulator (it links the kernels, not the table: SS_GPT_NO_OPS). */
+/* The cuda table's bf16 entries (gpt/ops-cuda.c), which the model calls under --dtype bf16
+ * (gpt/model.c "bf16 activations"): to_bf16 / from_bf16 bit-identical to the CPU table's, and the
+ * products on bf16 operands (matmul_fwd_bf16 / matmul_bwd_bf16) against what the CPU table runs
+ * for the same call (gpt_ops_cpu has no bf16 products: the model widens the operands and calls
+ * the fp32 product) within TOL_FWD / TOL_BWD; backward with only dinp or only dw gives the same
+ * bits as with both; each GPU run twice. Not in the lockstep emulator (it links the kernels, not
+ * the table: SS_GPT_NO_OPS). */
 static void t_ops_bf16(void) {
     NEED_GPU();
     char err[256];
-    const gpt_ops *o = gpt_ops_cuda_bf16(err, sizeof err);
-    CHECK_MSG(o != NULL, "gpt_ops_cuda_bf16: %s", err);
+    const gpt_ops *o = gpt_ops_cuda(err, sizeof err), *c = &gpt_ops_cpu;
+    CHECK_MSG(o != NULL, "gpt_ops_cuda: %s", err);
     if (!o) return;
-    fbuf sa = fb(64, 1), sb = fb(64, 1), sc = fb(64, 0);
-    push(&sa); push(&sb);
-    o->matmul_fwd(sc.d, sa.d, sb.d, 8, 8, 8);
-    CHECK_MSG(o->sync(err, sizeof err) == 0, "small bf16 product: %s", err);
-    fb_free(&sa); fb_free(&sb); fb_free(&sc);
+    CHECK(o->to_bf16 && o->from_bf16 && o->matmul_fwd_bf16 && o->matmul_bwd_bf16);
+    CHECK(c->to_bf16 && c->from_bf16 && !c->matmul_fwd_bf16 && !c->matmul_bwd_bf16);
+    if (!o->matmul_fwd_bf16 || !o->matmul_bwd_bf16) return;
     const int M = 70, K = 48, N = 33;
     fbuf out = fb((size_t)M * N, 0), inp = fb((size_t)M * K, 1), w = fb((size_t)N * K, 0.5f), dout = fb((size_t)M * N, 1);
     fbuf dinp = fb((size_t)M * K, 0.3f), dw = fb((size_t)N * K, 0.3f);
     fbuf dinp1 = fb((size_t)M * K, 0), dw1 = fb((size_t)N * K, 0);   /* backward with one output only */
     memcpy(dinp1.h, dinp.h, dinp.n * sizeof(float));
     memcpy(dw1.h, dw.h, dw.n * sizeof(float));
+    /* the CPU table's path: round, widen, fp32 product */
+    uint16_t *hi = malloc(inp.n * 2), *hw = malloc(w.n * 2), *hd = malloc(dout.n * 2), *got = malloc(inp.n * 2);
     float *ri = malloc(inp.n * sizeof(float)), *rw = malloc(w.n * sizeof(float)), *rd = malloc(dout.n * sizeof(float));
-    float *o32 = malloc(out.n * sizeof(float));
-    CHECK(ri && rw && rd && o32);
-    if (!ri || !rw || !rd || !o32) return;
-    for (size_t i = 0; i < inp.n; i++) ri[i] = bf16_float(bf16_bits(inp.h[i]));
-    for (size_t i = 0; i < w.n; i++) rw[i] = bf16_float(bf16_bits(w.h[i]));
-    for (size_t i = 0; i < dout.n; i++) rd[i] = bf16_float(bf16_bits(dout.h[i]));
-    k_matmul_fwd(out.c, ri, rw, M, K, N);
-    k_matmul_bwd(dinp.c, dw.c, rd, ri, rw, M, K, N);
-    k_matmul_fwd(o32, inp.h, w.h, M, K, N);
+    uint16_t *bi = gpt_cuda_malloc(inp.n * 2), *bw = gpt_cuda_malloc(w.n * 2), *bd = gpt_cuda_malloc(dout.n * 2);
+    CHECK(hi && hw && hd && got && ri && rw && rd && bi && bw && bd);
+    if (!hi || !hw || !hd || !got || !ri || !rw || !rd || !bi || !bw || !bd) return;
+    c->to_bf16(hi, inp.h, inp.n); c->to_bf16(hw, w.h, w.n); c->to_bf16(hd, dout.h, dout.n);
+    c->from_bf16(ri, hi, inp.n); c->from_bf16(rw, hw, w.n); c->from_bf16(rd, hd, dout.n);
+    c->matmul_fwd(out.c, ri, rw, M, K, N);
+    c->matmul_bwd(dinp.c, dw.c, rd, ri, rw, M, K, N);
+    memcpy(dinp1.c, dinp.c, dinp.n * sizeof(float));
+    memcpy(dw1.c, dw.c, dw.n * sizeof(float));
     for (int rep = 0; rep < 2; rep++) {
         push(&inp); push(&w); push(&dout); push(&dinp); push(&dw); push(&dinp1); push(&dw1);
-        o->matmul_fwd(out.d, inp.d, w.d, M, K, N);
-        o->matmul_bwd(dinp.d, dw.d, dout.d, inp.d, w.d, M, K, N);
-        o->matmul_bwd(dinp1.d, NULL, dout.d, inp.d, w.d, M, K, N);
-        o->matmul_bwd(NULL, dw1.d, dout.d, inp.d, w.d, M, K, N);
-        CHECK_MSG(o->sync(err, sizeof err) == 0, "bf16 table: %s", err);
+        o->to_bf16(bi, inp.d, inp.n); o->to_bf16(bw, w.d, w.n); o->to_bf16(bd, dout.d, dout.n);
+        o->matmul_fwd_bf16(out.d, bi, bw, M, K, N);
+        o->matmul_bwd_bf16(dinp.d, dw.d, bd, bi, bw, M, K, N);
+        o->matmul_bwd_bf16(dinp1.d, NULL, bd, NULL, bw, M, K, N);
+        o->matmul_bwd_bf16(NULL, dw1.d, bd, bi, NULL, M, K, N);
+        CHECK_MSG(o->sync(err, sizeof err) == 0, "cuda table, bf16 entries: %s", err);
+        CHECK(gpt_cuda_download(got, bi, inp.n * 2) == 0);
+        CHECK_MSG(memcmp(got, hi, inp.n * 2) == 0, "cuda table to_bf16: not the CPU table's bits");
         pull(&out, rep); pull(&dinp, rep); pull(&dw, rep); pull(&dinp1, rep); pull(&dw1, rep);
     }
     check_out("ops bf16 matmul out", &out, TOL_FWD, 0);
     check_out("ops bf16 matmul dinp", &dinp, TOL_BWD, 1);
     check_out("ops bf16 matmul dw", &dw, TOL_BWD, 1);
-    CHECK_MSG(memcmp(dinp1.r[0], dinp.r[0], dinp.n * sizeof(float)) == 0, "bf16 table: dinp alone differs from dinp with dw");
-    CHECK_MSG(memcmp(dw1.r[0], dw.r[0], dw.n * sizeof(float)) == 0, "bf16 table: dw alone differs from dw with dinp");
-    CHECK_MSG(memcmp(out.r[0], o32, out.n * sizeof(float)) != 0, "bf16 table: the output equals the fp32 product (no rounding)");
-    free(ri); free(rw); free(rd); free(o32);
+    CHECK_MSG(memcmp(dinp1.r[0], dinp.r[0], dinp.n * sizeof(float)) == 0, "bf16 product: dinp alone differs from dinp with dw");
+    CHECK_MSG(memcmp(dw1.r[0], dw.r[0], dw.n * sizeof(float)) == 0, "bf16 product: dw alone differs from dw with dinp");
+    free(hi); free(hw); free(hd); free(got); free(ri); free(rw); free(rd);
+    gpt_cuda_free(bi); gpt_cuda_free(bw); gpt_cuda_free(bd);
     fb_free(&out); fb_free(&inp); fb_free(&w); fb_free(&dout); fb_free(&dinp); fb_free(&dw); fb_free(&dinp1);
     fb_free(&dw1);
 }

@@ -56,11 +56,15 @@ static const char text[] =
 /* The attention and loss forms every configuration of this file uses: the defaults (flash,
  * chunked), and for the mode-equality tests a second pass with naive attention and the full loss. */
 static int g_attention = GPT_ATTN_FLASH, g_loss = GPT_LOSS_CHUNKED;
+/* The activations' type: fp32, and for the mode-equality tests a pass with --dtype bf16. */
+static int g_dtype = GPT_DTYPE_F32;
+static const char *g_only;   /* --bf16 NAME: that test of the bf16 pass alone */
 
 static gpt_config base_config(void) {
     gpt_config c = gpt_config_default();
     c.attention = g_attention;
     c.loss = g_loss;
+    c.dtype = g_dtype;
     return c;
 }
 
@@ -951,6 +955,9 @@ static gpt_config i7_config(void) {
     gpt_config c = base_config();
     c.layers = 8; c.hidden = 32; c.heads = 4; c.kv_heads = 1; c.ffn = 96;
     c.seq = 64; c.batch = 8; c.vocab = 256;
+    /* bf16 halves the activations, not the state: twice the batch keeps them 4x the state, as
+     * t_modes_budgets requires of its configuration */
+    if (c.dtype == GPT_DTYPE_BF16) c.batch = 16;
     return c;
 }
 
@@ -1448,6 +1455,111 @@ static void t_saved_sizes(void) {
     }
 }
 
+/* ---- --dtype bf16 ------------------------------------------------------------------------ */
+
+/* Hooks that check every save's type and bytes against its shape, and count them by type. */
+typedef struct dtype_tally {
+    gpt_hooks inner;
+    uint64_t  bytes[2], saves[2], bad;
+} dtype_tally;
+
+static void dt_begin(void *u, int step) { dtype_tally *t = u; t->inner.iter_begin(t->inner.user, step); }
+static void dt_end(void *u) { dtype_tally *t = u; t->inner.iter_end(t->inner.user); }
+static void dt_op(void *u, const char *nm, uint64_t site) { dtype_tally *t = u; t->inner.op(t->inner.user, nm, site); }
+static int dt_save(void *u, gpt_buf *b, const gpt_save_info *in, uint64_t *h) {
+    dtype_tally *t = u;
+    uint64_t el = 1;
+    for (int i = 0; i < in->ndim; i++) el *= (uint64_t)in->shape[i];
+    int bf = in->dtype == GPT_DTYPE_BF16;
+    if (in->bytes != el * (bf ? 2 : 4) || b->bytes < in->bytes) t->bad++;
+    t->bytes[bf] += in->bytes;
+    t->saves[bf]++;
+    return t->inner.save(t->inner.user, b, in, h);
+}
+static int dt_load(void *u, uint64_t h, void **p) { dtype_tally *t = u; return t->inner.load(t->inner.user, h, p); }
+static void dt_release(void *u, uint64_t h) { dtype_tally *t = u; t->inner.release(t->inner.user, h); }
+static const char *dt_error(void *u) { dtype_tally *t = u; return t->inner.error(t->inner.user); }
+
+/* Mode none for `steps` steps of c on cpu-sim with every call reported to a smartswap context
+ * (gpt_hooks_ssprof: the context sees each save's type), through dtype_tally: none's largest
+ * activation peak and the last step's saved bytes; the tally of every step. */
+static int bf16_profile(const gpt_config *c, int steps, uint64_t *act_peak, uint64_t *saved, dtype_tally *t) {
+    gpt_schedule s = {c->batch, c->seq, c->seq, 1, 0, 7, 1e-2f};
+    vrun r;
+    if (vr_open(&r, c, &s, GPT_MODE_NONE, 0)) return 1;
+    memset(t, 0, sizeof *t);
+    t->inner = r.model.hooks;
+    r.model.hooks = (gpt_hooks){t, dt_begin, dt_end, dt_op, dt_save, dt_load, dt_release, dt_error, NULL, NULL};
+    *act_peak = *saved = 0;
+    int rc = 0;
+    for (int st = 0; st < steps && !rc; st++) {
+        float l;
+        rc = gpt_train_step(&r.model, &r.data, &s, st, &r.bb, &l);
+        if (rc) fprintf(stderr, "%s\n", r.model.errmsg);
+        if (r.model.stats.act_peak_bytes > *act_peak) *act_peak = r.model.stats.act_peak_bytes;
+        *saved = r.model.stats.saved_bytes;
+    }
+    CHECK_MSG(!r.prof.err[0], "smartswap context: %s", r.prof.err);
+    vr_close(&r);
+    return rc;
+}
+
+/* --dtype bf16 stores the activations 2 bytes an element: every save handed to the hooks (and by
+ * them to the smartswap context) has dtype bf16 and 2 bytes an element, except the per-row
+ * statistics (rstd, log-sum-exp), which stay fp32 and must be a small share; the saved bytes of
+ * a step are therefore at least half of fp32's and at most 0.55 of them. None's activation peak
+ * also holds what bf16 does not halve: the fp32 activation gradients of the layer being walked
+ * back and one kernel call's widened scratch, so its ratio is above one half; on this 8-layer
+ * configuration (saved tensors dominate the peak) it must be at most 0.6. */
+static void t_bf16_memory(void) {
+    gpt_config c = i7_config();
+    uint64_t peak[2], saved[2];
+    dtype_tally t[2];
+    for (int k = 0; k < 2; k++) {
+        c.dtype = k ? GPT_DTYPE_BF16 : GPT_DTYPE_F32;
+        CHECK(bf16_profile(&c, 3, &peak[k], &saved[k], &t[k]) == 0);
+        CHECK_MSG(t[k].bad == 0, "%s: %llu saves whose bytes do not match their shape and type", k ? "bf16" : "fp32",
+                  (unsigned long long)t[k].bad);
+    }
+    CHECK_MSG(t[0].saves[1] == 0, "fp32: %llu saves reported as bf16", (unsigned long long)t[0].saves[1]);
+    CHECK_MSG(t[1].saves[1] > 0 && 10 * t[1].bytes[0] < t[1].bytes[1],
+              "bf16: %llu B saved as bf16, %llu B as fp32 (the statistics should be a small share)",
+              (unsigned long long)t[1].bytes[1], (unsigned long long)t[1].bytes[0]);
+    double rs = (double)saved[1] / (double)saved[0], rp = (double)peak[1] / (double)peak[0];
+    fprintf(stderr, "     %d layers, width %d, %d x %d tokens: saved a step %llu B fp32, %llu B bf16 (%.3f); none's "
+            "activation peak %llu B fp32, %llu B bf16 (%.3f)\n", c.layers, c.hidden, c.batch, c.seq,
+            (unsigned long long)saved[0], (unsigned long long)saved[1], rs, (unsigned long long)peak[0],
+            (unsigned long long)peak[1], rp);
+    CHECK_MSG(rs >= 0.5 && rs <= 0.55, "bf16 saved bytes %.3f of fp32's, not in [0.5, 0.55]", rs);
+    CHECK_MSG(rp <= 0.6, "bf16 activation peak %.3f of fp32's, above 0.6", rp);
+}
+
+/* bf16 changes the numerics (every activation and product operand rounded to 8 significant
+ * bits) but must stay close to fp32 training: over 10 AdamW steps at lr 1e-2 every loss within
+ * BF16_LOSS_TOL (relative) of fp32's, and not equal to it bit for bit (the rounding happens). */
+#define BF16_LOSS_TOL 5e-3
+static void t_bf16_close(void) {
+    gpt_config c = act_config();
+    enum { S = 10 };
+    float l32[S], l16[S];
+    c.dtype = GPT_DTYPE_F32;
+    float *w32 = train_copy(&c, GPT_MODE_NONE, 0, S, l32);
+    c.dtype = GPT_DTYPE_BF16;
+    float *w16 = train_copy(&c, GPT_MODE_NONE, 0, S, l16);
+    double worst = 0;
+    for (int i = 0; i < S; i++) {
+        double d = fabs((double)l16[i] - (double)l32[i]) / fabs((double)l32[i]);
+        if (d > worst) worst = d;
+    }
+    fprintf(stderr, "     %d steps: loss %.6f -> %.6f fp32, %.6f -> %.6f bf16; worst relative difference %.2e "
+            "(tolerance %.0e)\n", S, l32[0], l32[S - 1], l16[0], l16[S - 1], worst, BF16_LOSS_TOL);
+    CHECK_MSG(worst <= BF16_LOSS_TOL, "bf16 losses %.2e away from fp32's (tolerance %.0e)", worst, BF16_LOSS_TOL);
+    CHECK_MSG(memcmp(l32, l16, sizeof l32) != 0, "bf16 losses equal fp32's bit for bit: nothing was rounded");
+    CHECK_MSG(l16[S - 1] < l16[0], "bf16 did not learn: %.6f -> %.6f", l16[0], l16[S - 1]);
+    free(w32);
+    free(w16);
+}
+
 /* The golden inputs: initial weights, the batches of every step, the hyper-parameters. */
 static int dump(const char *dir) {
     char path[4096];
@@ -1516,6 +1628,11 @@ int main(int argc, char **argv) {
         }
         return test_summary();
     }
+    if ((argc == 2 || argc == 3) && !strcmp(argv[1], "--bf16")) {   /* the --dtype bf16 pass alone, or one test of it */
+        g_dtype = GPT_DTYPE_BF16;
+        g_only = argc == 3 ? argv[2] : NULL;
+        goto bf16;
+    }
     if (argc == 2 && !strcmp(argv[1], "--min-budget")) {   /* that test alone */
         RUN(t_min_budget_trains);
     RUN(t_min_budget_granules);
@@ -1554,5 +1671,19 @@ int main(int argc, char **argv) {
     RUN(t_varying_exact);
     RUN(t_seq_switch);
     RUN(t_modes_budgets);
+    /* and with --dtype bf16 (activations stored as bf16): its none run twice and the modes */
+    g_attention = GPT_ATTN_FLASH;
+    g_loss = GPT_LOSS_CHUNKED;
+    g_dtype = GPT_DTYPE_BF16;
+    fprintf(stderr, "again with --dtype bf16:\n");
+bf16:
+#define RUN_B(fn) do { if (!g_only || !strcmp(g_only, #fn)) RUN(fn); } while (0)
+    RUN_B(t_bf16_memory);
+    RUN_B(t_bf16_close);
+    RUN_B(t_determinism);
+    RUN_B(t_recompute_bitwise);
+    RUN_B(t_rebuild_bitwise);
+    RUN_B(t_modes_budgets);
+    RUN_B(t_min_budget_trains);
     return test_summary();
 }

@@ -65,8 +65,9 @@ static void usage(FILE *f) {
             "memory:\n"
             "  --device NAME     cpu-sim (default), or cuda / cuda:N (the CUDA kernels, built with SS_CUDA=1);\n"
             "                    fault:cpu-sim wraps cpu-sim in the fault device (SMARTSWAP_FAULT, docs/testing.md)\n"
-            "  --dtype T         fp32 (default); bf16 (--device cuda only): matrix products on\n"
-            "                    bf16-rounded inputs with fp32 accumulation; every stored tensor stays fp32\n"
+            "  --dtype T         fp32 (default); bf16: activations stored as bf16 (half the bytes),\n"
+            "                    matrix products on bf16 operands with fp32 accumulation; weights,\n"
+            "                    gradients and AdamW state stay fp32\n"
             "  --budget SIZE     device bytes for everything the trainer uses: weights, gradients, AdamW\n"
             "                    moments, activations (default: the device's capacity)\n"
             "  --mode MODE       none | recompute | smartswap | offload-all (default none)\n"
@@ -120,7 +121,7 @@ typedef struct flags {
     int         seq_min;
     double      lr;
     const char *data, *device, *log, *save, *plan_in, *plan_out, *timeline;
-    const char *dtype;     /* "fp32" or "bf16" (--device cuda only: gpt_ops_cuda_bf16) */
+    const char *dtype;     /* "fp32" or "bf16" (cfg.dtype: the activations' storage, gpt/model.c) */
     uint64_t    budget, min_swap, host_mem;
     int         mode, quiet, min_swap_set, host_mem_set, budget_given, swap_only, no_sizes;
     double      ratio_scale, d2h_gbps, h2d_gbps, headroom;
@@ -282,6 +283,7 @@ static int parse(int argc, char **argv, flags *fl) {
                 return 2;
             }
             fl->dtype = v;
+            fl->cfg.dtype = strcmp(v, "bf16") ? GPT_DTYPE_F32 : GPT_DTYPE_BF16;
         } else if ((r = cli_flag(argc, argv, &i, "log", &v))) {
             if (r < 0) return 2;
             fl->log = v;
@@ -335,7 +337,7 @@ int cmd_train(int argc, char **argv) {
         if (ss_device_list(have, sizeof have, absent, sizeof absent) == SS_OK &&
             (nogpu = strstr(absent, "cuda (")) != NULL)
             snprintf(why, sizeof why, "%.*s", (int)strcspn(nogpu + 6, ")"), nogpu + 6);
-        else if (!(ops = strcmp(fl.dtype, "bf16") ? gpt_ops_cuda(err, sizeof err) : gpt_ops_cuda_bf16(err, sizeof err)))
+        else if (!(ops = gpt_ops_cuda(err, sizeof err)))
             snprintf(why, sizeof why, "%s", err);
 #else
         snprintf(why, sizeof why, "%s", !strstr(ss_build_features(), "cuda")
@@ -351,11 +353,6 @@ int cmd_train(int argc, char **argv) {
                       "CPU kernels only (their routing is host data)", fl.device);
             return 2;
         }
-    }
-    if (strcmp(fl.dtype, "fp32") && !on_cuda) {   /* bf16: the CUDA table's option (gpt/ops-cuda.c) */
-        cli_error(CMD, "use --dtype fp32 (the default) here, or --device cuda", "--dtype %s: only on --device cuda; "
-                  "the trainer's CPU kernels compute in fp32 only", fl.dtype);
-        return 2;
     }
     if (strcmp(fl.device, "cpu-sim") && strcmp(fl.device, "fault:cpu-sim") && !on_cuda) {
         cli_error(CMD, "the trainer runs on --device cpu-sim, cuda (or fault:cpu-sim, the fault sweep's)",
@@ -591,6 +588,11 @@ int cmd_train(int argc, char **argv) {
                gpt_loss_chunk(c, c->batch * c->seq), c->batch, c->seq);
     else
         printf("  ops      attention %s  loss full\n", gpt_attention_name(c->attention));
+    if (c->dtype == GPT_DTYPE_BF16)
+        printf("  dtype    bf16 activations (2 bytes an element; per-row statistics fp32), matrix products on bf16 "
+               "operands with fp32 accumulation; weights, gradients, AdamW state fp32\n");
+    else
+        printf("  dtype    fp32\n");
     if (c->moe_experts)
         printf("  moe      %d experts, top-%d routing (softmax gate, renormalised top-k weights; idle experts "
                "run no operator)\n", c->moe_experts, c->moe_topk);

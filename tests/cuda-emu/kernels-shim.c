@@ -10,6 +10,7 @@
  * themselves (tests/test-gpt-cuda.c and the lockstep emulator do). */
 #include "kernels-cuda.h"
 #include "kernels.h"
+#include "bf16.h"
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -197,23 +198,11 @@ void kc_moe_combine_bwd(float *const *dye, float *dwts, const float *dout, const
     k_moe_combine_bwd(dye, dwts, dout, wts, idx, slot, ye, M, C, K);
 }
 
-/* bf16 (ops-cuda.c's --dtype bf16 table): the conversions of kernels-cuda.cu on the host (round
+/* bf16 (the cuda table's bf16 entries, ops-cuda.c): the conversions of kernels-cuda.cu on the host (round
  * to nearest even, a NaN stays a quiet NaN, exact widening), and the products as the CPU fp32
  * products of the widened bf16 inputs (fp32 outputs, += in backward): the shape of the GPU's
- * cublasGemmEx with CUDA_R_16BF inputs and fp32 accumulation, not its order of summation. */
-static uint16_t bf16_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float bf16_float(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+ * cublasGemmEx with CUDA_R_16BF inputs and fp32 accumulation, not its order of summation. The
+ * conversions are gpt/bf16.h's. */
 typedef struct { uint16_t *dst; const float *src; size_t n; } tb;
 static void run_tb(void *p) {
     tb *a = p;
