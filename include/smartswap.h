@@ -131,6 +131,7 @@ typedef struct ss_options {
     int      warmup_iters;       /* WarmUp iterations before the first detailed one */
     int      plan_cache_size;    /* plans kept, LRU */
     int      max_detailed;       /* detailed iterations allowed in a row for unseen sequences */
+    int      len_buckets;        /* envelopes per doubling of the declared length; 0 = one per structure */
     /* policy */
     int      layers;             /* logical layers; 0 = derived from the operator count */
     uint64_t min_swap_bytes;     /* saved tensors smaller than this are never swapped */

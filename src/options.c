@@ -59,6 +59,8 @@ static const opt_row rows[] = {
      "plans kept in the cache (least recently used evicted)"},
     {"max-detailed", "SMARTSWAP_MAX_DETAILED", OPT_INT, F(max_detailed), "3", 1, 1000, NULL,
      "detailed iterations in a row for sequences never seen before, then light mode for a while"},
+    {"len-buckets", "SMARTSWAP_LEN_BUCKETS", OPT_INT, F(len_buckets), "0", 0, 16, NULL,
+     "envelopes per doubling of the declared length (ss_ctx_sizes); 0 = one envelope per structure"},
     {"layers", "SMARTSWAP_LAYERS", OPT_INT, F(layers), "0", 0, 1000000, NULL,
      "logical layers of the policy; 0 = derived from the operator count"},
     {"min-swap", "SMARTSWAP_MIN_SWAP", OPT_SIZE, F(min_swap_bytes), "64KiB", 0, 1e18, NULL,

@@ -156,10 +156,29 @@ static int cache_find(ss_ctx_t *ctx, uint64_t hash, uint64_t sig, uint32_t nops)
 
 static void cache_touch(ss_ctx_t *ctx, int slot) { ctx->st.cache[slot].stamp = ++ctx->st.clock; }
 
-/* The size signature of the envelope of structure (hash h, n operators). */
-static uint64_t env_sig(uint64_t h, uint32_t n) { return ssi_hash_fold(h ^ 0x454E56454C4F5045ull, n); }
+/* The size signature of the envelope of structure (hash h, n operators) in length bucket b (0:
+ * the structure's only one). */
+#define SSI_BUCKET_MAX 1024
+static uint64_t env_sig(uint64_t h, uint32_t n, uint32_t b) {
+    uint64_t k = ssi_hash_fold(h ^ 0x454E56454C4F5045ull, n);
+    return b ? ssi_hash_fold(k, 0xB0C4E7ull + b) : k;
+}
 
-int ssi_stage_envelope_key(uint64_t hash, uint64_t sig, uint32_t nops) { return sig == env_sig(hash, nops); }
+int ssi_stage_envelope_key(uint64_t hash, uint64_t sig, uint32_t nops) {
+    for (uint32_t b = 0; b < SSI_BUCKET_MAX; b++)
+        if (sig == env_sig(hash, nops, b)) return 1;
+    return 0;
+}
+
+/* The length bucket of declared length l: k = options.len_buckets buckets per doubling, bucket b
+ * holding the lengths in (2^((b-2)/k), 2^((b-1)/k)]; 0 when buckets are off or nothing was
+ * declared. */
+static uint32_t len_bucket(const ss_ctx_t *ctx, int64_t l) {
+    int k = ctx->opts.len_buckets;
+    if (k <= 0 || l <= 0) return 0;
+    double b = ceil((double)k * log2((double)l) - 1e-9);
+    return b < 0 ? 1 : b + 1 >= SSI_BUCKET_MAX ? SSI_BUCKET_MAX - 1 : (uint32_t)b + 1;
+}
 
 static int is_env(const ss_ctx_t *ctx, int slot) { return slot >= 0 && ctx->st.cache[slot].envelope; }
 
@@ -827,14 +846,14 @@ static int end_recorded(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint64_t sig, dou
 }
 
 /* Derives the envelope of structure (hash h, n operators) from profile src with its saves at mx[0..m)
- * and caches it (into slot ei, or a new slot when -1) as the current plan, for longest declared
- * length len with reference tensors ref at ref_len (ref: m entries, taken in every case, NULL
+ * and caches it (into slot ei, or a new slot when -1) as the current plan of length bucket b, for
+ * longest declared length len with reference tensors ref at ref_len (ref: m entries, taken in every case, NULL
  * for none): SS_PLAN_NEW, or -1. */
 static int envelope_make(ss_ctx_t *ctx, const ss_profile *src, const ss_prof_tensor *mx, uint32_t m, uint64_t h,
-                         uint32_t n, int ei, int64_t len, ss_prof_tensor *ref, int64_t ref_len) {
+                         uint32_t n, int ei, uint32_t b, int64_t len, ss_prof_tensor *ref, int64_t ref_len) {
     ssi_stage *s = &ctx->st;
     ss_profile *p = NULL;
-    if (ssi_derive_profile(src, mx, m, h, env_sig(h, n), &p) != SS_OK) { free(ref); return -1; }
+    if (ssi_derive_profile(src, mx, m, h, env_sig(h, n, b), &p) != SS_OK) { free(ref); return -1; }
     snprintf(p->desc, sizeof p->desc, "smartswap envelope of a structure (%u operators), iteration %llu", n,
              (unsigned long long)ctx->iter);
     if (cache_plan(ctx, p, ei) != SS_OK) {
@@ -848,6 +867,7 @@ static int envelope_make(ss_ctx_t *ctx, const ss_profile *src, const ss_prof_ten
     e->len = len;
     e->ref = ref;
     e->ref_len = ref ? ref_len : 0;
+    e->bucket = b;
     ctx->stats.derived++;
     return SS_PLAN_NEW;
 }
@@ -863,69 +883,102 @@ static ss_prof_tensor *tensors_dup(const ss_prof_tensor *t, uint32_t m) {
 /* The longest length of two declared ones, 0 when either is unknown. */
 static int64_t len_join(int64_t a, int64_t b) { return a > 0 && b > 0 ? (a > b ? a : b) : 0; }
 
-/* Sizes up front: the reference an envelope keeps after an iteration at declared length li met
- * it (or the plan it is made from, src, at its length): of the two lengths the shorter one's
- * tensors, each raised to its call site's largest (km), when they differ; else src's own
- * reference. Tensors are obs (the iteration's, m of them) or src's. Malloc'd, NULL for none. */
+/* Sizes up front: the reference an envelope planned for length len keeps after an iteration at
+ * declared length li met it (or the plan it is made from, src, at its length): of the two, the
+ * one whose length is not len, each tensor raised to its call site's largest (km); when both are
+ * at len, src's own reference. Tensors are obs (the iteration's, m of them) or src's. Malloc'd,
+ * NULL for none. */
 static ss_prof_tensor *ref_after(const ssi_cache_entry *src, const ss_prof_tensor *obs, uint32_t m,
-                                 const uint64_t *km, int64_t li, int64_t *ref_len) {
+                                 const uint64_t *km, int64_t li, int64_t len, int64_t *ref_len) {
     int64_t ls = src->len;
-    if (ls > 0 && li > 0 && ls != li && km) {
-        ss_prof_tensor *r = tensors_dup(li < ls ? obs : src->prof->tensors, m);
+    if (ls > 0 && li > 0 && ls != li && km && (ls == len || li == len)) {
+        int use_obs = li != len;
+        ss_prof_tensor *r = tensors_dup(use_obs ? obs : src->prof->tensors, m);
         if (r) site_raise(r, km, m, NULL, NULL, 0);
-        *ref_len = li < ls ? li : ls;
+        *ref_len = use_obs ? li : ls;
         return r;
     }
     *ref_len = src->ref_len;
-    return src->envelope ? tensors_dup(src->ref, m) : NULL;
+    return src->envelope && src->ref_len != len ? tensors_dup(src->ref, m) : NULL;
 }
 
-/* Dimension se (at length le) of a tensor that was sr at the shorter length lr, at length l > le:
- * on the line through the two, rounded up; never below se (the envelope only grows). */
-static int64_t dim_ahead(int64_t se, int64_t sr, int64_t le, int64_t lr, int64_t l) {
-    if (se <= sr || le <= lr) return se;
+/* Dimension se (at length le) of a tensor that was sr at length lr != le, at length l: on the line
+ * through the two, rounded up, at least 1; a dimension that did not change stays. grow: never
+ * below se (the envelope of one bucket only grows). */
+static int64_t dim_at(int64_t se, int64_t sr, int64_t le, int64_t lr, int64_t l, int grow) {
+    if (se == sr || le == lr) return se;
     int64_t num = (se - sr) * (l - le), den = le - lr;
-    return se + num / den + (num % den ? 1 : 0);
+    if (den < 0) { num = -num; den = -den; }
+    int64_t q = num / den, r = num % den;
+    int64_t v = se + q + (r > 0 ? 1 : 0);
+    if (grow && v < se) v = se;
+    return v < 1 ? 1 : v;
 }
 
-/* Sizes up front (ss_ctx_sizes): the iteration declared a longest length beyond the one its
- * current plan, its structure's envelope, was planned for. Each dimension of each envelope
- * tensor is taken as linear in the length through the envelope's and its reference's (the two
- * shortest and longest lengths seen: the framework's shapes, never matched values); the
- * envelope is derived at the new length before the first save, so the executor schedules the
- * iteration for its sizes and evicts nothing for them. Without a reference (one length seen so
- * far) nothing changes: the end of the iteration grows the envelope as observed. */
-static void envelope_ahead(ss_ctx_t *ctx) {
-    ssi_stage *s = &ctx->st;
-    int ei = s->cur;
-    if (!is_env(ctx, ei)) return;
-    const ssi_cache_entry *e = &s->cache[ei];
-    int64_t l = s->it_len;
-    if (!e->ref || e->len <= 0 || e->ref_len <= 0 || e->ref_len >= e->len || l <= e->len) return;
+/* e's tensors at length l on each dimension's line through e (at e->len) and its reference, into
+ * mx (m = e's tensors), raised to their call sites' largest (km). grow: no dimension below e's. */
+static void tensors_at(const ssi_cache_entry *e, int64_t l, int grow, ss_prof_tensor *mx, const uint64_t *km) {
     uint32_t m = e->prof->ntensors;
-    ss_prof_tensor *mx = tensors_dup(e->prof->tensors, m);
-    ss_prof_tensor *ref = tensors_dup(e->ref, m);
-    uint64_t *km = prof_site_keys(e->prof);
-    if (!mx || !ref || !km) { free(mx); free(ref); free(km); return; }
+    memcpy(mx, e->prof->tensors, (size_t)m * sizeof *mx);
     for (uint32_t t = 0; t < m; t++) {
         ss_prof_tensor *x = &mx[t];
         const ss_prof_tensor *r = &e->ref[t];
         if (r->ndim != x->ndim || r->dtype != x->dtype || !x->ndim) continue;
         double po = 1, pn = 1;
         for (uint32_t d = 0; d < x->ndim && d < SS_MAX_DIMS; d++) {
-            int64_t nd = dim_ahead(x->shape[d], r->shape[d], e->len, e->ref_len, l);
+            int64_t nd = dim_at(x->shape[d], r->shape[d], e->len, e->ref_len, l, grow);
             po *= (double)x->shape[d];
             pn *= (double)nd;
             x->shape[d] = nd;
         }
-        if (po > 0 && pn > po) x->bytes = (uint64_t)ceil((double)x->bytes * (pn / po));
+        if (po > 0 && pn != po) {
+            double nb = ceil((double)x->bytes * (pn / po));
+            x->bytes = nb < 1 ? 1 : (uint64_t)nb;
+        }
     }
     site_raise(mx, km, m, NULL, NULL, 0);
+}
+
+/* Sizes up front (ss_ctx_sizes), at iteration begin with the current plan its structure's envelope.
+ * With length buckets (options.len_buckets), the envelope of the declared length's bucket becomes
+ * current: the cached one, else one derived from the current envelope at the declared length.
+ * Then, when the declared longest length is beyond the one the envelope was planned for, it is
+ * derived at that length. Each dimension of each tensor is taken as linear in the length through
+ * the envelope's and its reference's (two lengths seen: the framework's shapes, never matched
+ * values); the plan is made before the first save, so the executor schedules the iteration for its
+ * sizes and evicts nothing for them. Without a reference (one length seen so far) nothing changes:
+ * the end of the iteration makes or grows the envelope as observed. */
+static void envelope_ahead(ss_ctx_t *ctx) {
+    ssi_stage *s = &ctx->st;
+    int ei = s->cur;
+    int64_t l = s->it_len;
+    if (!is_env(ctx, ei) || l <= 0) return;
+    const ssi_cache_entry *e = &s->cache[ei];
+    uint32_t b = len_bucket(ctx, l);
+    int other = 0;
+    if (b != e->bucket) {
+        int bi = cache_find(ctx, e->hash, env_sig(e->hash, e->nops, b), e->nops);
+        if (bi >= 0) {
+            s->cur = ei = bi;
+            cache_touch(ctx, bi);
+            ctx->stats.plan_switches++;
+            e = &s->cache[ei];
+        } else {
+            other = 1;   /* derived from this envelope into a slot of its own */
+        }
+    }
+    int model = e->ref && e->len > 0 && e->ref_len > 0 && e->ref_len != e->len;
+    if (!model || (!other && l <= e->len)) return;
+    uint32_t m = e->prof->ntensors;
+    ss_prof_tensor *mx = m ? malloc((size_t)m * sizeof *mx) : NULL;
+    uint64_t *km = prof_site_keys(e->prof);
+    ss_prof_tensor *ref = other ? tensors_dup(e->prof->tensors, m) : tensors_dup(e->ref, m);
+    int64_t rl = other ? e->len : e->ref_len;
+    if (!mx || !ref || !km || rl == l) { free(mx); free(ref); free(km); return; }
+    tensors_at(e, l, !other, mx, km);
     free(km);
-    int64_t rl = e->ref_len;
-    uint64_t h = e->hash;
-    uint32_t n = e->nops;
-    if (envelope_make(ctx, e->prof, mx, m, h, n, ei, l, ref, rl) == SS_PLAN_NEW) ctx->stats.sized_ahead++;
+    if (envelope_make(ctx, e->prof, mx, m, e->hash, e->nops, other ? -1 : ei, b, l, ref, rl) == SS_PLAN_NEW)
+        ctx->stats.sized_ahead++;
     free(mx);
 }
 
@@ -937,17 +990,20 @@ static void envelope_ahead(ss_ctx_t *ctx) {
  * does not hold (the caller goes on). */
 static int envelope_update(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m) {
     ssi_stage *s = &ctx->st;
-    int ei = cache_find(ctx, h, env_sig(h, n), n);
+    uint32_t bk = len_bucket(ctx, s->it_len);
+    int ei = cache_find(ctx, h, env_sig(h, n, bk), n);
     const ssi_cache_entry *src = ei >= 0 ? &s->cache[ei] : &s->cache[s->cur];
     if (src->nops != n || src->hash != h || !ssi_derive_same_structure(src->prof, s->obs, m, 1)) return -1;
     ss_prof_tensor *mx = m ? malloc((size_t)m * sizeof *mx) : NULL;
     uint64_t *km = prof_site_keys(src->prof);
     if ((m && !mx) || !km) { free(mx); free(km); return -1; }
     int grow = ei < 0;
+    /* a new bucket's envelope from a plan of another bucket: the iteration's own sizes only */
+    int foreign = ei < 0 && bk && (src->envelope ? src->bucket : len_bucket(ctx, src->len)) != bk;
     for (uint32_t t = 0; t < m; t++) {
         const ss_prof_tensor *a = &src->prof->tensors[t];
         mx[t] = s->obs[t];
-        if (a->bytes >= s->obs[t].bytes) {
+        if (!foreign && a->bytes >= s->obs[t].bytes) {
             mx[t].bytes = a->bytes;
             mx[t].dtype = a->dtype;
             mx[t].ndim = a->ndim;
@@ -958,8 +1014,8 @@ static int envelope_update(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m) {
     }
     if (site_raise(mx, km, m, NULL, NULL, 0)) grow = 1;
     int64_t rl = 0, li = s->it_len;
-    ss_prof_tensor *ref = ref_after(src, s->obs, m, km, li, &rl);
-    int64_t len = len_join(src->len, li);
+    int64_t len = foreign ? li : len_join(src->len, li);
+    ss_prof_tensor *ref = ref_after(src, s->obs, m, km, li, len, &rl);
     free(km);
     if (!grow) {
         free(mx);
@@ -976,7 +1032,7 @@ static int envelope_update(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m) {
         if (was != ei) ctx->stats.plan_switches++;
         return s->mid_switches || was != ei ? SS_PLAN_HIT : SS_PLAN_SAME;
     }
-    int r = envelope_make(ctx, src->prof, mx, m, h, n, ei, len, ref, rl);
+    int r = envelope_make(ctx, src->prof, mx, m, h, n, ei, bk, len, ref, rl);
     free(mx);
     if (r >= 0) {
         ctx->stats.hits_matched++;
@@ -1000,8 +1056,10 @@ static int envelope_fuzzy_grow(ss_ctx_t *ctx, int ei) {
         memcpy(mx, ep->tensors, (size_t)m * sizeof *mx);
         if (site_raise(mx, km, m, s->obs, s->obs_key, s->nobs)) {
             const ssi_cache_entry *e = &s->cache[ei];
-            r = envelope_make(ctx, ep, mx, m, e->hash, e->nops, ei, len_join(e->len, s->it_len),
-                              tensors_dup(e->ref, m), e->ref_len);
+            /* a longer length of its own bucket moves its length; another bucket's does not */
+            int64_t len = len_bucket(ctx, s->it_len) == e->bucket ? len_join(e->len, s->it_len) : e->len;
+            r = envelope_make(ctx, ep, mx, m, e->hash, e->nops, ei, e->bucket, len,
+                              e->ref_len != len ? tensors_dup(e->ref, m) : NULL, e->ref_len);
             if (r >= 0) {
                 ctx->stats.hits_matched++;
                 bound_reset(ctx);

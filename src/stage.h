@@ -103,6 +103,7 @@ typedef struct ssi_cache_entry {
      * taken as linear in the length through the two, so a longer length is planned ahead */
     int64_t     len, ref_len;
     ss_prof_tensor *ref;
+    uint32_t    bucket;     /* an envelope's length bucket (options.len_buckets; 0: the only one) */
 } ssi_cache_entry;
 
 /* SMARTSWAP_REPLAN: on (default), off (the first plan is kept: no checks, probes or new plans),

@@ -22,6 +22,8 @@ typedef struct spec {
     uint32_t rename_id;
     int      extra;      /* "zeros_like" operators before the step (lazy optimizer state) */
     int      eval;       /* forward only, nothing saved */
+    int64_t  len;        /* > 0: "linear" saves len x 8 and "relu" len x len (bytes unused) */
+    int      declare;    /* with len: declared before the iteration (ss_ctx_sizes) */
 } spec;
 
 static uint32_t ID_LIN, ID_ACT, ID_ACTB, ID_LINB, ID_STEP, ID_ZEROS;
@@ -53,7 +55,7 @@ static ss_ctx_t *mk(int warmup, int max_detailed, int cache) {
     return ctx;
 }
 
-static spec plain(void) { spec s = {4096, -1, 0, 0, 0}; return s; }
+static spec plain(void) { spec s = {4096, -1, 0, 0, 0, 0, 0}; return s; }
 
 static void op(ss_ctx_t *ctx, const spec *s, int *idx, uint32_t id, uint64_t site) {
     if (*idx == s->rename_op) id = s->rename_id;
@@ -61,16 +63,27 @@ static void op(ss_ctx_t *ctx, const spec *s, int *idx, uint32_t id, uint64_t sit
     (*idx)++;
 }
 
+/* The iteration's last operator and its end; the report into *rep (may be NULL). */
+static void end_iter(ss_ctx_t *ctx, ss_iter_report *rep) {
+    CHECK_OK(ss_ctx_op(ctx, ID_STEP, 600));
+    ss_iter_report r;
+    CHECK_OK(ss_ctx_iter_end(ctx, &r));
+    if (rep) *rep = r;
+}
+
 static void run_iter(ss_ctx_t *ctx, const spec *s, ss_iter_report *rep) {
     uint64_t h[2 * L];
-    int64_t shape[2] = {(int64_t)(s->bytes / 4), 1};
+    int64_t n = s->len;
+    int64_t shape[2][2] = {{n ? n : (int64_t)(s->bytes / 4), n ? 8 : 1}, {n ? n : (int64_t)(s->bytes / 4), n ? n : 1}};
+    uint64_t bytes[2] = {n ? (uint64_t)(n * 8 * 4) : s->bytes, n ? (uint64_t)(n * n * 4) : s->bytes};
     int idx = 0;
+    if (n && s->declare) CHECK_OK(ss_ctx_sizes(ctx, &n, 1));
     CHECK_OK(ss_ctx_iter_begin(ctx));
     for (int l = 0; l < L; l++) {
         op(ctx, s, &idx, ID_LIN, 100 + l);
-        if (!s->eval) CHECK_OK(ss_ctx_save(ctx, buf + 64 * (2 * l), s->bytes, SS_DTYPE_F32, 2, shape, 0, &h[2 * l]));
+        if (!s->eval) CHECK_OK(ss_ctx_save(ctx, buf + 64 * (2 * l), bytes[0], SS_DTYPE_F32, 2, shape[0], 0, &h[2 * l]));
         op(ctx, s, &idx, ID_ACT, 200 + l);
-        if (!s->eval) CHECK_OK(ss_ctx_save(ctx, buf + 64 * (2 * l + 1), s->bytes, SS_DTYPE_F32, 2, shape, 0, &h[2 * l + 1]));
+        if (!s->eval) CHECK_OK(ss_ctx_save(ctx, buf + 64 * (2 * l + 1), bytes[1], SS_DTYPE_F32, 2, shape[1], 0, &h[2 * l + 1]));
     }
     if (!s->eval) {
         for (int l = L - 1; l >= 0; l--) {
@@ -337,10 +350,7 @@ static void run_experts(ss_ctx_t *ctx, const uint64_t bytes[K], int skip, ss_ite
         CHECK(p == buf + 64 * k);
         CHECK_OK(ss_ctx_release(ctx, h[k]));
     }
-    CHECK_OK(ss_ctx_op(ctx, ID_STEP, 600));
-    ss_iter_report r;
-    CHECK_OK(ss_ctx_iter_end(ctx, &r));
-    if (rep) *rep = r;
+    end_iter(ctx, rep);
 }
 
 /* The envelope holds each save of a call site at the largest size any save of that site had:
@@ -412,33 +422,14 @@ static void t_site_envelope(void) {
     ss_ctx_free(ctx);
 }
 
-/* Sizes up front (ss_ctx_sizes): an iteration of length n saves, per layer, "linear" (n x 8) and
- * "relu" (n x n: its bytes grow with the square of the length). declare: the length is passed
- * before the iteration begins. */
+/* Sizes up front (ss_ctx_sizes): an iteration of length n (run_iter with spec.len) saves, per
+ * layer, "linear" (n x 8) and "relu" (n x n: its bytes grow with the square of the length);
+ * declare: the length is passed before the iteration begins. */
 static void run_len(ss_ctx_t *ctx, int64_t n, int declare, ss_iter_report *rep) {
-    uint64_t h[2 * L];
-    if (declare) CHECK_OK(ss_ctx_sizes(ctx, &n, 1));
-    CHECK_OK(ss_ctx_iter_begin(ctx));
-    int64_t s1[2] = {n, 8}, s2[2] = {n, n};
-    for (int l = 0; l < L; l++) {
-        CHECK_OK(ss_ctx_op(ctx, ID_LIN, 100 + l));
-        CHECK_OK(ss_ctx_save(ctx, buf + 64 * (2 * l), (uint64_t)(n * 8 * 4), SS_DTYPE_F32, 2, s1, 0, &h[2 * l]));
-        CHECK_OK(ss_ctx_op(ctx, ID_ACT, 200 + l));
-        CHECK_OK(ss_ctx_save(ctx, buf + 64 * (2 * l + 1), (uint64_t)(n * n * 4), SS_DTYPE_F32, 2, s2, 0, &h[2 * l + 1]));
-    }
-    for (int l = L - 1; l >= 0; l--) {
-        void *p = NULL;
-        CHECK_OK(ss_ctx_op(ctx, ID_ACTB, 300 + l));
-        CHECK_OK(ss_ctx_load(ctx, h[2 * l + 1], NULL, &p));
-        CHECK_OK(ss_ctx_release(ctx, h[2 * l + 1]));
-        CHECK_OK(ss_ctx_op(ctx, ID_LINB, 400 + l));
-        CHECK_OK(ss_ctx_load(ctx, h[2 * l], NULL, &p));
-        CHECK_OK(ss_ctx_release(ctx, h[2 * l]));
-    }
-    CHECK_OK(ss_ctx_op(ctx, ID_STEP, 600));
-    ss_iter_report r;
-    CHECK_OK(ss_ctx_iter_end(ctx, &r));
-    if (rep) *rep = r;
+    spec s = plain();
+    s.len = n;
+    s.declare = declare;
+    run_iter(ctx, &s, rep);
 }
 
 /* With the lengths declared, a longer length than any before is planned at iteration begin from
@@ -485,6 +476,30 @@ static void t_sizes_ahead(void) {
     CHECK_OK(ss_ctx_iter_begin(ctx));
     CHECK_STATUS(ss_ctx_sizes(ctx, bad, 1), SS_ERR_STATE);
     CHECK_OK(ss_ctx_iter_end(ctx, NULL));
+    ss_ctx_free(ctx);
+
+    /* length buckets, one per doubling: 16 and 32 are two buckets. The second bucket's envelope
+     * is made from 32's own sizes (not raised to the other bucket's); a later 16 gets its bucket's
+     * envelope derived at iteration begin from the line through 16 and 32, a later 32 switches
+     * back to its bucket's, and 64 gets a third, derived: no save beyond its plan in any */
+    ss_ctx_config c = ss_ctx_config_default();
+    c.opts.warmup_iters = 2;
+    c.opts.len_buckets = 1;
+    CHECK_OK(ss_ctx_new(&c, &ctx));
+    intern_all(ctx);
+    static const int64_t bl[8] = {16, 16, 16, 32, 16, 32, 64, 16};
+    for (int i = 0; i < 8; i++) {
+        run_len(ctx, bl[i], 1, &r);
+        if (i == 3) CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+        if (i >= 4) CHECK_MSG(r.plan_event == SS_PLAN_SAME || r.plan_event == SS_PLAN_HIT, "iteration %d: event %d", i,
+                              r.plan_event);
+        if (i >= 4) CHECK_EQ_INT(r.detailed, 0);
+    }
+    ss_ctx_stats st = stats(ctx);
+    CHECK_EQ_U64(st.detailed_iters, 1);
+    CHECK_EQ_U64(st.sized_ahead, 2);      /* the 16 bucket's and the 64 bucket's envelopes */
+    CHECK_EQ_U64(st.cache_entries, 4);    /* the detailed plan and three envelopes */
+    CHECK_EQ_U64(st.divergences, 1);      /* iteration 3 only */
     ss_ctx_free(ctx);
 }
 
