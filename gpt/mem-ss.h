@@ -34,12 +34,14 @@ uint64_t gpt_mem_segment_for(uint64_t budget, uint64_t state);
 uint64_t gpt_mem_segment_for_run(uint64_t budget, uint64_t state, uint64_t min_budget);
 
 /* The smartswap policy plans for the budget less a headroom of `headroom` x (budget - state)
- * (smartswap train --plan-headroom): the recorded profile folds each operator's temporaries into
- * one block, and the real allocator fragments more than the simulated one. GPT_PLAN_HEADROOM is
- * the default: on bench-train's model at 1.5x the reference link, 0.10 swapped 17-18 MiB a step
- * for 11.8 that had to go and ran 181-185 ms a step; 0.05: 14-15 MiB, 155-176 ms; no Stable
- * eviction at 0.10, 0.05 or 0.02 there, at 4x, or in the demo (2026-11-30). */
-#define GPT_PLAN_HEADROOM 0.05
+ * (smartswap train --plan-headroom). GPT_PLAN_HEADROOM is the default: 0, what was measured
+ * necessary (2026-12-02, docs/trainer.md "Plan headroom"): with each operator's peak in the
+ * profile and the simulator driving the allocator's own layout, headroom 0 gave no Stable
+ * eviction where 0.05 gave none (t_modes_budgets at the state + 1/2 and 1/4, both forms;
+ * bench-train --quick at 4x on both links) and as many in t_varying_exact (18 and 20 at 0, 21
+ * and 18 at 0.05: new sequences, not the margin); each point of headroom is bytes swapped both
+ * ways. Before: 0.05 (2026-11-30, plans from logical-layer times and a one-block state). */
+#define GPT_PLAN_HEADROOM 0.0
 uint64_t gpt_plan_budget(uint64_t budget, uint64_t state, double headroom);
 
 /* The first failed ss_alloc_free of the backend (SS_OK: none, or not a smartswap gpt_mem). After
