@@ -246,10 +246,17 @@ static float *out32p(gpt_model *m, void *dst, size_t n, int b16) {
 }
 static float *out32(gpt_model *m, gpt_tensor *t, gpt_buf *into) { return out32p(m, into->ptr, t->n, t->b16); }
 
-/* Elementwise kernels on bf16 tensors run GPT_B16_PIECE elements at a time, so their widened
- * scratch stays small (the result is the same: each element is computed alone). */
+/* Elementwise kernels on bf16 tensors run a piece at a time, so their widened scratch stays
+ * small (the result is the same: each element is computed alone): GPT_B16_PIECE elements, or a
+ * sixteenth of the tensor when that is more, so a large tensor costs at most 16 launches a kernel
+ * on a device. */
 #define GPT_B16_PIECE 16384
-static size_t piece(const gpt_model *m, size_t n) { return is_b16(m) && n > GPT_B16_PIECE ? GPT_B16_PIECE : n; }
+static size_t piece(const gpt_model *m, size_t n) {
+    if (!is_b16(m)) return n;
+    size_t p = (n + 15) / 16;
+    if (p < GPT_B16_PIECE) p = GPT_B16_PIECE;
+    return p < n ? p : n;
+}
 /* element off of t's data at p (stored as t is) */
 static const void *at(const gpt_tensor *t, const void *p, size_t off) { return (const char *)p + off * esz(t); }
 
