@@ -396,12 +396,15 @@ int cmd_train(int argc, char **argv) {
     gpt_min_budget mbm;   /* this mode's own: none and recompute keep their saved tensors */
     /* counted in the allocator's unit: 256 B with plain segments; with granules (option
      * granule) the granule this budget's allocator will use (ss_alloc_granule_for: raised to
-     * budget / 16384 and to the device's page, cpu-sim's host page or the cuda device's 2 MiB;
-     * checked against the allocator once it exists). With no budget given, the granule of the
+     * budget / 16384 and to the device's page). The device is not open yet, so the page assumed
+     * here is the host's, the smallest any device has; the cuda device's own (the driver's
+     * allocation granularity, 2 MiB on current GPUs) is known once the allocator exists, and
+     * the figures are counted again in it before step 1 (below). Assuming 2 MiB here refused
+     * runs that the device's real granule trains. With no budget given, the granule of the
      * figure itself, so that a run at the printed figure counts as this one did */
     int have_budget = fl.budget_given || opts.budget_bytes;
     long pg = sysconf(_SC_PAGESIZE);
-    uint64_t vmg = on_cuda ? (2ull << 20) : pg > 0 ? (uint64_t)pg : 4096;
+    uint64_t vmg = pg > 0 ? (uint64_t)pg : 4096;
     uint64_t unit = opts.granule_bytes ? ss_alloc_granule_for(opts.granule_bytes, have_budget ? fl.budget : state, vmg)
                                        : 256;
     for (int round = 0;; round++) {
