@@ -691,6 +691,14 @@ static uint32_t plan_index(exec *x, uint32_t idx) {
     if (!p || !x->plan || j >= p->nops) return j;
     const ssi_ring_op *r = &x->ctx->ring[idx & x->ctx->ring_mask];
     if (p->ops[j].name == r->id && p->ops[j].site == r->site) return j;
+    /* an inserted repeat (an expert's extra run of the same call sites, which the plan does not
+     * have: gpt_moe_tile): the live operator is the plan's up to 16 back; the mapping steps back
+     * to it (poff wraps, unsigned), so the run lands on the points of the plan's last run there */
+    for (uint32_t k = j; k-- > 0 && k + 16 >= j;)
+        if (p->ops[k].name == r->id && p->ops[k].site == r->site) {
+            x->poff -= j - k;
+            return k;
+        }
     for (uint32_t k = j + 1; k < p->nops && k <= j + 64; k++)
         if (p->ops[k].name == r->id && p->ops[k].site == r->site) {
             x->poff += k - j;
