@@ -138,8 +138,12 @@ typedef struct runner {
     int             hybrid;
     ssi_policy_config pcfg;
     uint64_t       *persist;        /* pcfg.persist_bytes: the allocator's persistent tensors */
-    double          hyb_ratio;      /* min_k T(k) / T(0) of the last planned profile (0: none) */
+    ssi_recompute_curve curve;      /* the hybrid's choices on the last planned profile (n = 0 and
+                                       X = 0: none planned): the bound is evaluated on it with the
+                                       row's measured F, B, X and link */
+    int             have_curve;
     uint32_t        hyb_chosen;     /* recompute entries of the last plan */
+    uint32_t        hyb_spans;      /* of its choices: layers taken whole */
     double          hyb_iter_s, hyb_stall_s, hyb_swap_iter_s;   /* its simulated step and stall, and
                                                                     the pure-swap plan's step */
 } runner;
@@ -165,9 +169,14 @@ static ss_status hybrid_hook(void *user, const ss_profile *p, ss_plan **out) {
     }
     ss_status st = ssi_recompute_plan(p, &rn->pcfg, out, NULL, &hr, NULL, 0);
     if (st) return st;
-    double tb = 0, tc = 0;
-    if (ssi_recompute_bound(p, &rn->pcfg, &tb, &tc, NULL, 0) == SS_OK && tc > 0) rn->hyb_ratio = tb / tc;
+    ssi_recompute_curve cv;
+    if (ssi_recompute_curve_of(p, &rn->pcfg, &cv, NULL, 0) == SS_OK) {
+        ssi_recompute_curve_free(&rn->curve);
+        rn->curve = cv;
+        rn->have_curve = 1;
+    }
     rn->hyb_chosen = hr.chosen;
+    rn->hyb_spans = hr.spans;
     rn->hyb_iter_s = (*out)->iter_s;
     rn->hyb_stall_s = (*out)->stall_s;
     rn->hyb_swap_iter_s = hr.swap_only_iter_s;
@@ -178,6 +187,8 @@ static void hybrid_free(void *user, ss_plan *p) { (void)user; ssi_plan_free(p); 
 
 static void runner_free(runner *rn) {
     gpt_batch_buf_free(&rn->bb);
+    ssi_recompute_curve_free(&rn->curve);
+    rn->have_curve = 0;
     free(rn->persist);
     rn->persist = NULL;
     rn->pcfg.persist_bytes = NULL;
@@ -716,8 +727,10 @@ int main(int argc, char **argv) {
             double busy = rn[5].d2h_busy, busy_all = rn[5].d2h_busy_all;
             double plan_s = rn[5].plan_iter_s, plan_stall = rn[5].plan_stall_s;
             uint64_t plan_sw = rn[5].plan_swapped;
-            double hyb_ratio = rn[1].hyb_ratio;
-            uint32_t hyb_chosen = rn[1].hyb_chosen;
+            ssi_recompute_curve hcv = rn[1].curve;   /* taken over from the runner */
+            int have_cv = rn[1].have_curve;
+            memset(&rn[1].curve, 0, sizeof rn[1].curve);
+            uint32_t hyb_chosen = rn[1].hyb_chosen, hyb_spans = rn[1].hyb_spans, hcv_n = hcv.n;
             double hyb_it = rn[1].hyb_iter_s, hyb_st = rn[1].hyb_stall_s, hyb_sw = rn[1].hyb_swap_iter_s;
             for (int i = 0; i < NR; i++) runner_close(&rn[i]);
             result nn = rn[0].r, ss = rn[1].r, rc = rn[2].r, of = rn[3].r, inf = rn[4].r, so = rn[5].r;
@@ -732,9 +745,16 @@ int main(int argc, char **argv) {
             }
             char a[32], b[32], e[32], f[32], g[32];
             char cr[16], sc[16], ov[16];
-            /* the hybrid bound (docs/policy.md): the measured ceiling's step times the planned
-             * profile's min_k T(k) / T(0), times the infinite-link overhead */
-            double hyb = ceil > 0 && ovh > 0 && hyb_ratio > 0 ? ceil / (ovh * hyb_ratio) : 0;
+            /* the hybrid bound (docs/policy.md): the infinite-link overhead times min_k T(k), with
+             * the row's measured F, B, X and link, the choices' bytes R_k and recompute seconds
+             * c_k from the planned profile (c_k scaled by none's forward over the profile's) */
+            double hyb = 0, tmin = 0, cscale = 0;
+            if (ceil > 0 && ovh > 0 && have_cv && hcv.F > 0) {
+                cscale = nn.fwd_s / hcv.F;
+                tmin = ssi_recompute_curve_min(&hcv, x, nn.fwd_s, nn.rest_s, cscale, gbps * 1e9, gbps * 1e9);
+                if (tmin > 0) hyb = ceil * bound / (ovh * tmin);
+            }
+            ssi_recompute_curve_free(&hcv);
             if (ceil > 0 && rc.ok) snprintf(cr, sizeof cr, "%7.3fx", ceil / rc.tok_s);
             else snprintf(cr, sizeof cr, "%8s", "n/m");
             if (ceil > 0 && ss.ok) snprintf(sc, sizeof sc, "%5.1f %%", 100 * ss.tok_s / ceil);
@@ -757,11 +777,12 @@ int main(int argc, char **argv) {
             if (!ss.ok) fprintf(rep, "         smartswap: %s\n", ss.why);
             if (!so.ok) fprintf(rep, "         smartswap --swap-only: %s\n", so.why);
             if (hyb > 0 && ss.ok)
-                fprintf(rep, "         hybrid: its last plan recomputes %u tensors; bound %.0f tokens/s (ceiling / (inf-link %.3f x "
-                        "min_k T(k)/T(0) %.3f of the planned profile)); smartswap / bound %.3f (>= 0.9: %s); its plan's "
-                        "simulated step %.1f ms (%.1f ms stalls; the pure-swap plan's %.1f ms)\n", hyb_chosen, hyb,
-                        ovh, hyb_ratio, ss.tok_s / hyb, ss.tok_s >= 0.9 * hyb ? "met" : "not met", hyb_it * 1e3,
-                        hyb_st * 1e3, hyb_sw * 1e3);
+                fprintf(rep, "         hybrid: its last plan recomputes %u tensors (%u layers whole); bound %.0f tokens/s (inf-link "
+                        "%.3f x min_k T(k) %.1f ms, over %u choices, recompute priced x %.2f of the planned profile's); "
+                        "smartswap / bound %.3f (>= 0.9: %s); its plan's simulated step %.1f ms (%.1f ms stalls; the "
+                        "pure-swap plan's %.1f ms)\n", hyb_chosen, hyb_spans, hyb, ovh, tmin * 1e3, have_cv ? hcv_n : 0,
+                        cscale, ss.tok_s / hyb, ss.tok_s >= 0.9 * hyb ? "met" : "not met", hyb_it * 1e3, hyb_st * 1e3,
+                        hyb_sw * 1e3);
             else
                 fprintf(rep, "         hybrid: bound not measurable (%s)\n", !ss.ok ? "smartswap failed" : "a run failed or no plan was made");
             {   /* every mode's losses bit-identical to none's, and no eviction in the measured

@@ -339,6 +339,8 @@ static size_t probe_slack(const gpt_model *m, const char *name) {
     return (E + K - 1) / K * (m->moe_route_unit ? m->moe_route_unit : GPT_MEM_ALIGN);
 }
 
+static void replay_capture(gpt_model *m, gpt_tensor *t);
+
 /* A tensor of the iteration with a fresh ACT buffer (one reference), stored as bf16 when b16;
  * NULL after an error. new_act: an activation (the model's dtype); new_stat: always fp32. */
 #define new_act(m, ...) new_tensor(m, is_b16(m), __VA_ARGS__)
@@ -357,8 +359,12 @@ static gpt_tensor *new_tensor(gpt_model *m, int b16, const char *name, int layer
     t->next = m->acts;
     m->acts = t;
     t->b16 = b16;
+    t->layer = layer;
+    t->lseq = -1;
+    if (!m->replaying && layer >= 0 && m->lspan) t->lseq = m->lspan[layer].nact++;
     t->buf = gpt_mem_alloc(m->mem, t->name, t->n * esz(t) + probe_slack(m, t->name), GPT_MEM_ACT);
     if (!t->buf) { fail(m, "%s", m->mem->err); return NULL; }
+    if (m->replaying) replay_capture(m, t);
     return t;
 }
 
@@ -375,6 +381,9 @@ static void flush_saves(gpt_model *m, gpt_tensor *t) {
         m->hten[t->pend[i].slot] = t;
         if (!t->h0) t->h0 = h;
         t->saves_live++;
+        /* a layer member without a recipe of its own dropped: the plan re-runs its layer */
+        if (t->pend[i].info.span_member && !t->rc_kind && m->hooks.dropped && m->hooks.dropped(m->hooks.user, h))
+            m->lspan[t->layer].whole = 1;
     }
     t->npend = 0;
 }
@@ -400,6 +409,7 @@ static float *gradof(gpt_model *m, gpt_tensor *t) {
 }
 
 static void report_op(gpt_model *m, int kind, uint64_t site, int backward) {
+    if (m->replaying) { m->stats.recomputed_ops++; return; }   /* a layer re-run is no operator */
     m->stats.ops++;
     m->hooks.op(m->hooks.user, backward ? op_bwd_names[kind] : op_names[kind], site);
 }
@@ -459,6 +469,7 @@ static void save(gpt_model *m, gpt_node *n, gpt_tensor *t) {
     pd->info.ordinal = n->nsaved;
     pd->info.layer = n->layer;
     pd->info.rebuildable = t->rc_kind != RC_NONE;
+    pd->info.span_member = m->lspan && t->layer >= 0 && t->layer == n->layer && t->lseq >= 0;
     m->hten[m->nhpool] = NULL;
     m->hpool[m->nhpool++] = 0;
     n->nsaved++;
@@ -1025,10 +1036,80 @@ static const void *rebuild(gpt_model *m, gpt_tensor *t) {
     return b->ptr;
 }
 
-/* The data of save h of tensor t, as stored: rebuilt when the hooks dropped it, else loaded. */
+/* While a layer re-runs: the k-th tensor it makes stands for the layer's k-th tensor of the
+ * forward; when that one's saves were dropped, the re-run's data becomes its rebuilt data (a
+ * reference taken now, so the re-run's own drop does not free it). */
+static void replay_capture(gpt_model *m, gpt_tensor *t) {
+    int k = m->rnext++;
+    gpt_tensor *o = k < m->nrorig ? m->rorig[k] : NULL;
+    if (!o || strcmp(o->name, t->name)) {
+        fail(m, "internal: re-running a layer made %s where its forward made %s", t->name, o ? o->name : "nothing");
+        return;
+    }
+    if (o->h0 && !o->rbuf && o->saves_live > 0 && m->hooks.dropped(m->hooks.user, o->h0)) {
+        gpt_buf_ref(t->buf);
+        o->rbuf = t->buf;
+        m->stats.rebuilt++;
+        m->stats.rebuilt_bytes += o->n * esz(o);
+    }
+}
+
+/* Layer l whole (the plan dropped its saves, its input's kept): re-runs its forward from the
+ * input's saved data with the identical kernel calls, reporting no operator and recording
+ * nothing; every dropped member gets its data (replay_capture). Same kernels, same inputs, same
+ * bits. 0, or 1 with the model failed. */
+static int rebuild_layer(gpt_model *m, int l) {
+    gpt_lspan *s = &m->lspan[l];
+    if (s->rebuilt) return m->err;
+    s->rebuilt = 1;
+    gpt_tensor *x = s->in;
+    if (!x || !x->h0 || x->saves_live < 1 || x->buf) {
+        fail(m, "internal: layer %d is to be re-run but its input is gone", l);
+        return 1;
+    }
+    const void *xs = load_tensor(m, x, x->h0);
+    if (!xs) return 1;
+    m->rorig = calloc((size_t)s->nact + 1, sizeof *m->rorig);
+    if (!m->rorig) { fail(m, "out of host memory"); return 1; }
+    m->nrorig = s->nact;
+    m->rnext = 0;
+    for (gpt_tensor *t = m->acts; t; t = t->next)
+        if (t->layer == l && t->lseq >= 0 && t->lseq < s->nact) m->rorig[t->lseq] = t;
+    char name[64];
+    snprintf(name, sizeof name, "%s.layer-input", x->name);
+    x->buf = gpt_mem_alloc(m->mem, name, x->n * esz(x), GPT_MEM_ACT);
+    if (!x->buf) fail(m, "%s", m->mem->err);
+    else m->ops->copy(x->buf->ptr, xs, x->n * esz(x));
+    int rec = m->recording;
+    m->recording = 0;
+    m->replaying = 1;
+    gpt_tensor *y = m->err ? NULL : layer_forward(m, l, x);
+    m->replaying = 0;
+    m->recording = rec;
+    drop(m, x);
+    drop(m, y);
+    if (!m->err && m->rnext != s->nact)
+        fail(m, "internal: re-running layer %d made %d tensors, its forward %d", l, m->rnext, s->nact);
+    free(m->rorig);
+    m->rorig = NULL;
+    m->nrorig = 0;
+    if (!m->err) m->stats.layers_rebuilt++;
+    return m->err;
+}
+
+/* The data of save h of tensor t, as stored: rebuilt when the hooks dropped it (its layer re-run
+ * when the plan took the layer whole), else loaded. */
 static const void *load_tensor(gpt_model *m, gpt_tensor *t, uint64_t h) {
     if (t && t->rc_kind) rc_report(m, t);
-    if (t && t->rc_kind && m->hooks.dropped && m->hooks.dropped(m->hooks.user, h)) return rebuild(m, t);
+    if (t && m->hooks.dropped && (t->rc_kind || (m->lspan && t->layer >= 0)) && m->hooks.dropped(m->hooks.user, h)) {
+        if (t->layer >= 0 && m->lspan && m->lspan[t->layer].whole) {
+            if (!t->rbuf && rebuild_layer(m, t->layer)) return NULL;
+            if (!t->rbuf) { fail(m, "internal: re-running layer %d did not rebuild %s", t->layer, t->name); return NULL; }
+            return t->rbuf->ptr;
+        }
+        if (!t->rc_kind) { fail(m, "internal: %s was dropped but has no recipe", t->name); return NULL; }
+        return rebuild(m, t);
+    }
     return load(m, h);
 }
 
@@ -1251,7 +1332,12 @@ static float forward(gpt_model *m, int record) {
             gpt_node *n = push_node(m, OP_CKPT, l, SITE);
             if (n && y) { n->in[0] = x; n->out = y; save(m, n, x); }
         } else {
+            uint32_t op0 = (uint32_t)m->stats.ops;
+            if (m->lspan) m->lspan[l] = (gpt_lspan){x, 0, 0, 0};
             y = layer_forward(m, l, x);
+            drop(m, x);   /* x's saves (by the layer's first norm) get their handles here */
+            if (record && m->lspan && m->hooks.recipe_span && x->h0 && !m->err)
+                m->hooks.recipe_span(m->hooks.user, x->h0, op0, (uint32_t)m->stats.ops - 1);
         }
         drop(m, x);
         x = y;
@@ -1446,6 +1532,7 @@ static gpt_tensor *new_param(gpt_model *m, const char *name, int layer, int rows
     if (!t) { fail(m, "out of host memory"); return NULL; }
     if (layer >= 0) snprintf(t->name, sizeof t->name, "L%d.%s", layer, name);
     else snprintf(t->name, sizeof t->name, "%s", name);
+    t->layer = t->lseq = -1;   /* a parameter: never a layer's activation */
     t->ndim = cols ? 2 : 1;
     t->shape[0] = rows;
     t->shape[1] = cols;
@@ -1488,6 +1575,11 @@ int gpt_model_init(gpt_model *m, const gpt_config *c, gpt_mem *mem, const gpt_ho
     int L = c->layers, C = c->hidden, hd = C / c->heads, KVd = hd * c->kv_heads, Fd = c->ffn, V = c->vocab;
     m->params = calloc((size_t)param_total(c), sizeof *m->params);
     m->layer = calloc((size_t)L, sizeof *m->layer);
+    /* every mode but recompute (which checkpoints layers itself) can rebuild a layer whole */
+    if (mode != GPT_MODE_RECOMPUTE && !(m->lspan = calloc((size_t)L, sizeof *m->lspan))) {
+        fail(m, "out of host memory");
+        return 1;
+    }
     if (!m->params || !m->layer) { fail(m, "out of host memory"); return 1; }
     uint64_t rng = seed ^ 0x5eed5eed5eed5eedull;
     float resid = 1.0f / sqrtf(2.0f * L);
@@ -1563,6 +1655,8 @@ void gpt_model_free(gpt_model *m) {
     free(m->params);
     free(m->layer);
     free(m->tape);
+    free(m->lspan);
+    m->lspan = NULL;
     free(m->hpool);
     free(m->hten);
     free(m->scr);

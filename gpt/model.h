@@ -91,7 +91,17 @@ typedef struct gpt_tensor {
     int          saves_live;    /* its saves handed to the hooks and not yet released */
     gpt_buf     *rbuf;          /* rebuilt data, held until its last save is released */
     int          b16;           /* 1: its data (buf, rbuf) is stored as bf16, 2 bytes an element */
+    int          layer;         /* the decoder layer whose forward made it (-1: outside) */
+    int          lseq;          /* its creation index in that layer's forward (-1: a re-run's) */
 } gpt_tensor;
+
+/* One decoder layer of the micro-batch, for rebuilding it whole (model.c rebuild_layer). */
+typedef struct gpt_lspan {
+    struct gpt_tensor *in;      /* the layer input (its save by the layer's first norm) */
+    int  nact;                  /* tensors the layer's forward made */
+    int  whole;                 /* a member without a recipe of its own was dropped: re-run it */
+    int  rebuilt;               /* re-run in this backward */
+} gpt_lspan;
 
 typedef struct gpt_layer {
     gpt_tensor *rms1, *wq, *wk, *wv, *wo, *rms2, *w1, *w3, *w2;   /* w1 w3 w2: dense MLP only */
@@ -138,6 +148,8 @@ typedef struct gpt_node {
 typedef struct gpt_stats {        /* of the last step (iteration), all its micro-batches */
     uint64_t ops, saves, saved_bytes, recomputed_ops;
     uint64_t rebuilt, rebuilt_bytes;  /* saved tensors the hooks dropped and backward rebuilt */
+    uint64_t layers_rebuilt;          /* of them: layers re-run whole (their members' rebuilds
+                                         are counted in rebuilt) */
     uint64_t peak_bytes, act_peak_bytes;
     uint64_t micro, tokens;          /* micro-batches and tokens trained (eval: evaluated) */
     uint64_t experts_run, experts_idle;  /* MoE: expert MLPs run / skipped (no token) */
@@ -192,6 +204,10 @@ typedef struct gpt_model {
      * their bf16 tensors), freed after it (model.c "bf16 activations") */
     struct gpt_scratch *scr;
     int         nscr, capscr;
+    gpt_lspan  *lspan;                    /* [L] this micro-batch's layers */
+    int         replaying;                /* re-running a layer (rebuild_layer): no op reported */
+    struct gpt_tensor **rorig;            /* while replaying: the layer's tensors by lseq */
+    int         nrorig, rnext;
     int         err;
     char        errmsg[320];
     gpt_stats   stats;

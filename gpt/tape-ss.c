@@ -107,7 +107,7 @@ int gpt_ssprof_init(gpt_ssprof *p, gpt_mem *mem, const ss_options *opts) {
 }
 
 gpt_hooks gpt_hooks_ssprof(gpt_ssprof *p) {
-    gpt_hooks h = {p, sp_iter_begin, sp_iter_end, sp_op, sp_save, sp_load, sp_release, sp_error, NULL, NULL};
+    gpt_hooks h = {p, sp_iter_begin, sp_iter_end, sp_op, sp_save, sp_load, sp_release, sp_error, NULL, NULL, NULL};
     return h;
 }
 

@@ -66,7 +66,8 @@ static int sw_save(void *user, gpt_buf *buf, const gpt_save_info *info, uint64_t
         s->blocks++;
         s->block_bytes += info->bytes;
         int rc = 0;
-        if (info->rebuildable && (st = ss_ctx_recompute_planned(s->ctx, h, &rc))) return fail(s, "ss_ctx_recompute_planned", st);
+        if ((info->rebuildable || info->span_member) && (st = ss_ctx_recompute_planned(s->ctx, h, &rc)))
+            return fail(s, "ss_ctx_recompute_planned", st);
         if (rc) {
             /* the plan recomputes it: the context frees the block now, backward rebuilds it */
             if ((st = ss_ctx_release(s->ctx, h))) return fail(s, "ss_ctx_release", st);
@@ -141,6 +142,15 @@ static void sw_recipe(void *user, uint64_t handle, const uint64_t *src, int nsrc
     if (st) fail(s, "ss_ctx_recomputable", st);
 }
 
+/* A layer's input and its operators go to the context for its profile (a no-op unless the
+ * iteration is recorded); not when the input itself was dropped. */
+static void sw_recipe_span(void *user, uint64_t handle, uint32_t op_first, uint32_t op_last) {
+    gpt_ssswap *s = user;
+    if (sw_dropped(s, handle) || handle == 0 || handle > s->nslots || !s->slots[handle - 1]) return;
+    ss_status st = ss_ctx_recomputable_span(s->ctx, s->slots[handle - 1]->ext, op_first, op_last);
+    if (st) fail(s, "ss_ctx_recomputable_span", st);
+}
+
 int gpt_ssswap_init(gpt_ssswap *s, gpt_mem *mem, const ss_options *opts) {
     memset(s, 0, sizeof *s);
     s->mem = mem;
@@ -157,7 +167,7 @@ int gpt_ssswap_init(gpt_ssswap *s, gpt_mem *mem, const ss_options *opts) {
 
 gpt_hooks gpt_hooks_ssswap(gpt_ssswap *s) {
     gpt_hooks h = {s, sw_iter_begin, sw_iter_end, sw_op, sw_save, sw_load, sw_release, sw_error, sw_dropped,
-                   sw_recipe};
+                   sw_recipe, sw_recipe_span};
     return h;
 }
 

@@ -37,7 +37,7 @@ static int keep_save(void *user, gpt_buf *buf, const gpt_save_info *info, uint64
         k->slots = s;
         k->cap = cap;
     }
-    if (k->drop_rebuildable && info->rebuildable) {
+    if ((k->drop_rebuildable && info->rebuildable) || (k->drop_spans && info->span_member)) {
         k->slots[k->nslots++] = &k_dropped;
         k->dropped_saves++;
     } else {
@@ -90,7 +90,7 @@ void gpt_keep_init(gpt_keep *k, gpt_mem *mem) {
 
 gpt_hooks gpt_hooks_keep(gpt_keep *k) {
     gpt_hooks h = {k, keep_iter_begin, keep_iter_end, keep_op, keep_save, keep_load, keep_release,
-                   keep_error, keep_dropped, NULL};
+                   keep_error, keep_dropped, NULL, NULL};
     return h;
 }
 

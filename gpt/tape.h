@@ -37,6 +37,11 @@ typedef struct gpt_save_info {
     int         rebuildable;   /* 1: the model can rebuild it by re-running the kernel call that
                                   made it (from other saved tensors), so a store may drop it
                                   (dropped below) instead of keeping or swapping it */
+    int         span_member;   /* 1: made inside a decoder layer whose input is registered as a
+                                  span (recipe_span): the model can rebuild it by re-running the
+                                  whole layer, so a store may drop it (with every other member
+                                  of that layer: the model re-runs a layer when a member without
+                                  a recipe of its own was dropped) */
 } gpt_save_info;
 
 typedef struct gpt_hooks {
@@ -58,6 +63,11 @@ typedef struct gpt_hooks {
      * reported since iter_begin). For a store that plans (tape-swap.c). */
     void (*recipe)(void *user, uint64_t handle, const uint64_t *src, int nsrc, const uint32_t *ops,
                    int nop);
+    /* Optional. The save `handle` is the input of a decoder layer whose operators are the
+     * iteration's op_first .. op_last: re-running them from it rebuilds every other tensor saved
+     * while they ran (gpt_save_info.span_member). Told once per layer, after the layer's forward
+     * (ss_ctx_recomputable_span). */
+    void (*recipe_span)(void *user, uint64_t handle, uint32_t op_first, uint32_t op_last);
 } gpt_hooks;
 
 /* The reference store: everything stays resident. */
@@ -69,6 +79,8 @@ typedef struct gpt_keep {
     uint64_t  ops, saves, loads, saved_bytes;   /* this iteration */
     int       drop_rebuildable;   /* tests: drop every rebuildable save (gpt_save_info.rebuildable)
                                      at once, so backward rebuilds each of them */
+    int       drop_spans;         /* tests: drop every save of a layer but its input
+                                     (gpt_save_info.span_member), so backward re-runs each layer */
     uint64_t  dropped_saves;      /* this iteration: saves dropped so */
     char      err[160];
 } gpt_keep;

@@ -310,7 +310,7 @@ static int probe_run(const gpt_config *c, const gpt_schedule *s, int mode, int d
     gpt_mem_init_backend(&mem, &be, 0);
     p.mem = &mem;
     gpt_hooks h = {&p, mb_iter_begin, mb_iter_end, mb_op, mb_save, mb_load, mb_release, mb_error,
-                   drop ? mb_dropped : NULL, NULL};
+                   drop ? mb_dropped : NULL, NULL, NULL};
     gpt_model m;
     int rc = 1;
     size_t n = (size_t)B * (size_t)T;

@@ -322,6 +322,16 @@ ss_status ss_ctx_release(ss_ctx_t *ctx, uint64_t handle);
 ss_status ss_ctx_recomputable(ss_ctx_t *ctx, uint64_t handle, const uint64_t *src, uint32_t nsrc,
                               const uint32_t *ops, uint32_t nop);
 
+/* Registers the saved tensor `handle` as the input of a span of operators op_first .. op_last
+ * (iteration operator indices, as above): re-running their kernel calls, in order, from this
+ * tensor alone (and parameters) rebuilds every other tensor saved while they ran (a whole
+ * decoder layer from its input). The hybrid policy may then plan every such tensor
+ * SS_PLAN_RECOMPUTE (each then answers yes to ss_ctx_recompute_planned) and the caller rebuilds
+ * them all at once, by re-running the span, when backward first needs one of them. Call it
+ * after the save of `handle`, once op_last has run. Errors as ss_ctx_recomputable. Driving
+ * thread. */
+ss_status ss_ctx_recomputable_span(ss_ctx_t *ctx, uint64_t handle, uint32_t op_first, uint32_t op_last);
+
 /* *yes = 1 when the executor matched the saved tensor `handle` to a recompute entry of the
  * plan: the caller then releases it at once and rebuilds it, when backward needs it, by
  * re-running the registered kernel calls (never loading it). 0 otherwise (and without an

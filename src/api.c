@@ -521,6 +521,28 @@ ss_status ss_ctx_recomputable(ss_ctx_t *ctx, uint64_t handle, const uint64_t *sr
     return st;
 }
 
+ss_status ss_ctx_recomputable_span(ss_ctx_t *ctx, uint64_t handle, uint32_t op_first, uint32_t op_last) {
+    SS_CHECK_ARG(!ctx || op_first > op_last, "ss_ctx_recomputable_span: NULL context, or op_first after op_last");
+    if (ctx->opts.disable) return SS_OK;
+    pthread_mutex_lock(&ctx->lock);
+    ss_status st = SS_OK;
+    ssi_handle *e = ssi_ctx_handle(ctx, handle);
+    uint32_t n = atomic_load_explicit(&ctx->n, memory_order_relaxed);
+    if (!e || e->iter != ctx->iter || !ctx->in_iter) {
+        SS_ERROR("ss_ctx_recomputable_span: handle %#llx is not live in this iteration", (unsigned long long)handle);
+        st = SS_ERR_STATE;
+    } else if (op_last >= n) {
+        SS_ERROR("ss_ctx_recomputable_span: operator %u has not run (%u so far)", op_last, n);
+        st = SS_ERR_INVALID;
+    }
+    if (!st && ctx->st.recording) {
+        st = ssi_rec_span(ctx, e->ord, op_first, op_last);
+        if (st == SS_ERR_INVALID) st = SS_OK;   /* a tensor or operator the recording does not hold */
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
 ss_status ss_ctx_release(ss_ctx_t *ctx, uint64_t handle) {
     SS_CHECK_ARG(!ctx, "ss_ctx_release: ctx is NULL");
     pthread_mutex_lock(&ctx->lock);

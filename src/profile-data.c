@@ -215,6 +215,11 @@ ss_status ssi_profile_check(const ss_profile *p, char *err, size_t err_len) {
                 ssi_fmt(err, err_len, "tensor %u: recompute operator %u past the end (%u ops)", t, x->rc_op[i], p->nops);
                 return SS_ERR_FORMAT;
             }
+        if (x->span_nop && (uint64_t)x->span_first + x->span_nop > p->nops) {
+            ssi_fmt(err, err_len, "tensor %u: recompute span of %u operators from op %u past the end (%u ops)", t,
+                    x->span_nop, x->span_first, p->nops);
+            return SS_ERR_FORMAT;
+        }
         for (uint32_t i = 0; i < x->rc_nsrc; i++)
             if (x->rc_src[i] >= p->ntensors || x->rc_src[i] == t) {
                 ssi_fmt(err, err_len, "tensor %u: recompute source %u is itself or not a tensor (%u tensors)", t,
@@ -243,7 +248,8 @@ int ssi_profile_equal(const ss_profile *a, const ss_profile *b) {
         if (x->bytes != y->bytes || x->dtype != y->dtype || x->ndim != y->ndim ||
             x->producer != y->producer || x->release != y->release || x->nuses != y->nuses ||
             x->flags != y->flags || x->rc_nop != y->rc_nop || x->rc_nsrc != y->rc_nsrc ||
-            memcmp(x->rc_op, y->rc_op, sizeof x->rc_op) || memcmp(x->rc_src, y->rc_src, sizeof x->rc_src))
+            memcmp(x->rc_op, y->rc_op, sizeof x->rc_op) || memcmp(x->rc_src, y->rc_src, sizeof x->rc_src) ||
+            x->span_first != y->span_first || x->span_nop != y->span_nop)
             return 0;
         for (uint32_t d = 0; d < x->ndim; d++)
             if (x->shape[d] != y->shape[d]) return 0;

@@ -76,6 +76,7 @@ ss_status ssi_profile_copy_prefix(ss_profile *dst, const ss_profile *src, uint32
         for (uint32_t k = 0; k < x.rc_nop; k++)
             if (x.rc_op[k] >= nops) x.rc_nop = 0;
         if (!x.rc_nop) { x.rc_nsrc = 0; memset(x.rc_op, 0, sizeof x.rc_op); memset(x.rc_src, 0, sizeof x.rc_src); }
+        if (x.span_nop && (uint64_t)x.span_first + x.span_nop > nops) x.span_first = x.span_nop = 0;
         if ((st = ssi_profile_add_tensor(dst, &x, NULL))) return st;
         const ss_prof_tensor *s = &src->tensors[t];
         for (uint32_t u = 0; u < s->nuses; u++) {
@@ -208,6 +209,14 @@ ss_status ssi_rec_recompute(ss_ctx_t *ctx, uint32_t ord, const uint32_t *src, ui
     t->rc_nsrc = nsrc;
     for (uint32_t k = 0; k < nop; k++) t->rc_op[k] = ops[k];
     for (uint32_t k = 0; k < nsrc; k++) t->rc_src[k] = src[k];
+    return SS_OK;
+}
+
+ss_status ssi_rec_span(ss_ctx_t *ctx, uint32_t ord, uint32_t op_first, uint32_t op_last) {
+    ss_profile *p = ctx->st.rec;
+    if (ord >= p->ntensors || op_first > op_last || op_last >= p->nops) return SS_ERR_INVALID;
+    p->tensors[ord].span_first = op_first;
+    p->tensors[ord].span_nop = op_last - op_first + 1;
     return SS_OK;
 }
 

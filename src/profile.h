@@ -57,6 +57,11 @@ typedef struct ss_prof_tensor {
     uint32_t rc_nop, rc_nsrc;
     uint32_t rc_op[2];
     uint32_t rc_src[2];
+    /* a span this tensor is the input of (docs/trace-format.md, "rc_span"): re-running the kernel
+     * calls of operators span_first .. span_first + span_nop - 1 from it alone (and parameters)
+     * rebuilds every other tensor saved while they ran (a whole layer from its input);
+     * span_nop = 0: none. Registered by the caller (ss_ctx_recomputable_span). */
+    uint32_t span_first, span_nop;
 } ss_prof_tensor;
 
 typedef struct ss_profile {

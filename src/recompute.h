@@ -7,7 +7,10 @@
  *     the backward's compute time at the link's rates, it is the answer;
  *  2. else recipes are taken in decreasing order of bytes freed per second of recompute (the
  *     recipe operators' times) until the remaining traffic (the pure-swap plan's bytes less
- *     those recomputed) fits under both; a tensor is never rebuilt from a rebuilt one;
+ *     those recomputed) fits under both; a tensor is never rebuilt from a rebuilt one; the
+ *     candidates include spans (ss_ctx_recomputable_span: a whole layer re-run from its
+ *     input), whose bytes are all their members' and whose price is all their operators'; a
+ *     span taken absorbs its members' own recipes taken before it;
  *  3. the profile is rewritten as the run will be (ssi_recompute_derive: each chosen tensor
  *     freed at its save, rebuilt at its first backward use at the price of its recipe's
  *     operators, its sources used there), swaps are planned on that profile, and the result
@@ -25,18 +28,22 @@
  * sources saved tensors alive (not released) at that use. */
 int ssi_recompute_candidate(const ss_profile *p, uint32_t t);
 
-/* The profile the run has when the tensors with rc[t] = 1 are recomputed: each is released at
- * its producer (it has no uses), a temporary of its bytes (not saved) lives from its first use
- * to its release, that use's operator costs its recipe operators' seconds and FLOPs more, and
- * its sources are used there too; mem_after/mem_peak drop by its rounded bytes in between.
+/* The profile the run has when the tensors with rc[t] = 1 are recomputed by their own recipe
+ * and those with rc[t] = 2 by re-running their span (ss_prof_tensor.span_*: every member of a
+ * span 2, or none): each is released at its producer (it has no uses), a temporary of its bytes
+ * (not saved) lives from its rebuild (its first use; for a span, the first use of any member) to
+ * its release, that operator costs the recipe's operators' seconds and FLOPs more (a span's
+ * once, with a copy of its source and its largest temporary added to that operator's peak), and
+ * the sources are used there too; mem_after/mem_peak drop by its rounded bytes in between.
  * Tensor indices of p are kept (the temporaries are appended). *out: a new finalized profile.
- * SS_ERR_INVALID when some rc[t] is not a candidate. */
+ * SS_ERR_INVALID when some rc[t] is not a candidate or a span is not taken whole. */
 ss_status ssi_recompute_derive(const ss_profile *p, const uint8_t *rc, ss_profile **out);
 
 /* What the hybrid did, for reports and tests. */
 typedef struct ssi_recompute_report {
     uint32_t candidates;        /* tensors with a usable recipe */
     uint32_t chosen;            /* recompute entries in the returned plan */
+    uint32_t spans;             /* of the choices behind it: spans (whole layers) taken whole */
     uint64_t recompute_bytes;   /* their bytes */
     double   recompute_s;       /* the recipe operators' seconds they add */
     double   fwd_s, bwd_s;      /* compute time of the forward and the backward */
@@ -56,6 +63,25 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
  * ceiling. Seconds per iteration. */
 ss_status ssi_recompute_bound(const ss_profile *p, const ssi_policy_config *c, double *t_bound,
                               double *t_ceiling, char *err, size_t err_len);
+
+/* The hybrid's choices as a curve, for bounds measured elsewhere: X = the pure-swap plan's bytes,
+ * F and B the forward's and backward's compute seconds (the profile's), and after the k-th
+ * choice (in the order of ssi_recompute_plan's step 2, carried on until nothing is left to
+ * move) R[k] bytes recomputed at cost[k] seconds of recompute, k < n. */
+typedef struct ssi_recompute_curve {
+    double    X, F, B;
+    uint32_t  n;
+    double   *R, *cost;
+} ssi_recompute_curve;
+
+ss_status ssi_recompute_curve_of(const ss_profile *p, const ssi_policy_config *c, ssi_recompute_curve *cv,
+                                 char *err, size_t err_len);
+void      ssi_recompute_curve_free(ssi_recompute_curve *cv);
+/* min over k (k = 0: nothing recomputed) of max(F, (X - R_k)/d2h) + max(B + cost_scale x
+ * cost_k, (X - R_k)/h2d), for X, F, B and rates given (e.g. measured live; cost_scale converts
+ * the profile's seconds to the live ones). */
+double    ssi_recompute_curve_min(const ssi_recompute_curve *cv, double X, double F, double B, double cost_scale,
+                                  double d2h, double h2d);
 
 /* The stage machine's plan hook for the hybrid: user is a const ssi_policy_config *. */
 ss_status ssi_recompute_hook(void *user, const ss_profile *p, ss_plan **out);

@@ -67,6 +67,8 @@ ss_status ssi_rec_release(ss_ctx_t *ctx, uint32_t ord, uint32_t op);
  * SS_ERR_INVALID when an index is outside the recording. */
 ss_status ssi_rec_recompute(ss_ctx_t *ctx, uint32_t ord, const uint32_t *src, uint32_t nsrc,
                             const uint32_t *ops, uint32_t nop);
+/* rec_span: tensor ord is the input of the span op_first..op_last (ss_ctx_recomputable_span). */
+ss_status ssi_rec_span(ss_ctx_t *ctx, uint32_t ord, uint32_t op_first, uint32_t op_last);
 ss_status ssi_rec_finish(ss_ctx_t *ctx, uint64_t seq_hash, uint64_t size_sig, double seconds);
 
 /* ---- stage.c ---------------------------------------------------------------------------- */

@@ -559,6 +559,10 @@ ss_status ssi_profile_to_buffer(const ss_profile *p, char **out, size_t *len, ch
             ssi_jl_put_u32_array(&w, o, "rc_ops", t->rc_op, t->rc_nop);
             ssi_jl_put_u32_array(&w, o, "rc_from", t->rc_src, t->rc_nsrc);
         }
+        if (t->span_nop) {
+            uint32_t sp[2] = {t->span_first, t->span_first + t->span_nop - 1};
+            ssi_jl_put_u32_array(&w, o, "rc_span", sp, 2);
+        }
         ssi_jl_line(&w, o);
     }
     ss_status st = ssi_jl_writer_take(&w, out, len);
@@ -759,6 +763,19 @@ static ss_status read_tensor(ssi_jl_reader *r, const cJSON *o, ss_profile *p, co
             if (x == idx) return ssi_jl_fail(r, "field 'rc_from': tensor %u cannot be rebuilt from itself", idx);
             t.rc_src[rk] = (uint32_t)x;
         }
+    }
+    if (ssi_jl_has(o, "rc_span")) {   /* optional: the input of a span that rebuilds its saves */
+        const cJSON *ra;
+        size_t rn;
+        uint64_t sp[2] = {0, 0};
+        int sk = 0;
+        if ((st = ssi_jl_array(r, o, "rc_span", 2, &ra, &rn))) return st;
+        if (rn != 2) return ssi_jl_fail(r, "field 'rc_span': give [first, last] operator");
+        for (const cJSON *c = ra->child; c; c = c->next, sk++)
+            if ((st = ssi_jl_value_u64(r, c, "rc_span item", 0, p->nops - 1, &sp[sk]))) return st;
+        if (sp[0] > sp[1]) return ssi_jl_fail(r, "field 'rc_span': first operator %" PRIu64 " after the last %" PRIu64, sp[0], sp[1]);
+        t.span_first = (uint32_t)sp[0];
+        t.span_nop = (uint32_t)(sp[1] - sp[0] + 1);
     }
     uint32_t ti;
     if ((st = ssi_profile_add_tensor(p, &t, &ti))) return reader_fail_st(r, st, r->line, "out of memory");

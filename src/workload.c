@@ -337,6 +337,7 @@ static uint32_t forward_layer(gen *g, const dims *D, uint32_t x, layer_saved *S)
     double bs2h = (double)D->b * (double)D->s * (double)D->s * h;
     S->x = x;
     op(g, "attn_norm", SS_PHASE_FWD, F_NORM * T * h, 0); use(g, x);
+    uint32_t span_first = g->op;
     S->xn = ten(g, SSI_WL_NORM, dt, D->b, D->s, D->h, 0);
     recipe(g, S->xn, g->op, SS_NONE, x, SS_NONE);
     op(g, "q_proj", SS_PHASE_FWD, 2 * T * h * h, h * h * w); use(g, S->xn);
@@ -431,6 +432,12 @@ static uint32_t forward_layer(gen *g, const dims *D, uint32_t x, layer_saved *S)
         S->dexp = ten(g, SSI_WL_MOE, dt, rows, D->h, 0, 0);
         op(g, "moe_combine", SS_PHASE_FWD, 2 * R * h, 0); use(g, S->dexp); use(g, S->wk); use(g, S->idx);
         d = ten(g, SSI_WL_TEMP, dt, D->b, D->s, D->h, 0);
+    }
+    /* the layer is a span of its input (ss_ctx_recomputable_span): re-running its operators up to
+     * here rebuilds every tensor it saved; the residual add below only makes the next input */
+    if (!g->st && x < g->p->ntensors) {
+        g->p->tensors[x].span_first = span_first;
+        g->p->tensors[x].span_nop = g->op - span_first + 1;
     }
     op(g, "add", SS_PHASE_FWD, F_ADD * T * h, 0); use(g, S->h1); use(g, d);
     /* the next layer's input (its first norm input), or the final norm's input */

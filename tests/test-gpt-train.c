@@ -284,11 +284,15 @@ static void t_recompute_bitwise(void) {
  * (norm outputs, the SwiGLU product, matmul outputs, rotary q and k) so backward rebuilds each
  * with the identical kernel call. Losses, gradients and weights equal mode none's bit for bit,
  * every step rebuilds, and the activation peak falls. */
-static void t_rebuild_bitwise(void) {
+/* spans 0: every save with a recipe of its own dropped and rebuilt by it; 1: every save of
+ * every layer but its input dropped, and each layer re-run whole in backward. */
+static void rebuild_case(int spans) {
     gpt_config c = act_config();
     run a, b;
     if (run_open(&a, &c, GPT_MODE_NONE, 0, 0) || run_open(&b, &c, GPT_MODE_NONE, 0, 0)) { CHECK(0); return; }
-    b.keep.drop_rebuildable = 1;
+    if (spans) b.keep.drop_spans = 1;
+    else b.keep.drop_rebuildable = 1;
+    uint64_t layers_rebuilt = 0;
     int steps = 8, loss_same = 1, grad_same = 1;
     uint64_t peak_none = 0, peak_rb = 0, rebuilt = 0, dropped = 0, saves = 0;
     for (int s = 0; s < steps; s++) {
@@ -305,6 +309,10 @@ static void t_rebuild_bitwise(void) {
         /* every dropped save is rebuilt once per tensor: at least one rebuild per 3 dropped saves
          * (the attention norm output is saved by 3 matmuls), never more rebuilds than drops */
         CHECK(b.model.stats.rebuilt <= b.keep.dropped_saves && 3 * b.model.stats.rebuilt >= b.keep.dropped_saves);
+        /* spans: each layer re-run once, and nothing rebuilt by a recipe of its own */
+        CHECK_MSG(b.model.stats.layers_rebuilt == (spans ? (uint64_t)cc->layers : 0), "step %d: %llu layers re-run",
+                  s, (unsigned long long)b.model.stats.layers_rebuilt);
+        layers_rebuilt += b.model.stats.layers_rebuilt;
         rebuilt += b.model.stats.rebuilt;
         dropped += b.keep.dropped_saves;
         saves += b.model.stats.saves;
@@ -318,12 +326,16 @@ static void t_rebuild_bitwise(void) {
     CHECK_MSG(same_params(&a.model, &b.model, 0), "rebuilding dropped saves changed the final weights");
     CHECK_MSG(peak_rb < peak_none, "activation peak: dropping %llu, none %llu", (unsigned long long)peak_rb,
               (unsigned long long)peak_none);
-    fprintf(stderr, "     %d steps: %llu of %llu saves dropped, %llu tensors rebuilt; losses, gradients, weights "
-            "bit-identical; activation peak %.0f %% of none's\n", steps, (unsigned long long)dropped,
-            (unsigned long long)saves, (unsigned long long)rebuilt, 100.0 * peak_rb / peak_none);
+    fprintf(stderr, "     %s, %d steps: %llu of %llu saves dropped, %llu tensors rebuilt (%llu layers re-run); losses, "
+            "gradients, weights bit-identical; activation peak %.0f %% of none's\n", spans ? "whole layers" : "own recipes",
+            steps, (unsigned long long)dropped, (unsigned long long)saves, (unsigned long long)rebuilt,
+            (unsigned long long)layers_rebuilt, 100.0 * peak_rb / peak_none);
     run_close(&a);
     run_close(&b);
 }
+
+static void t_rebuild_bitwise(void) { rebuild_case(0); }
+static void t_rebuild_layers(void) { rebuild_case(1); }
 
 static void t_ss_allocator(void) {
     gpt_config c = tiny_config();
@@ -496,7 +508,7 @@ static void t_moe_and_iterations(void) {
     opcount oc;
     memset(&oc, 0, sizeof oc);
     oc.inner = r.model.hooks;
-    gpt_hooks h = {&oc, oc_begin, oc_end, oc_op, oc_save, oc_load, oc_release, oc_error, NULL, NULL};
+    gpt_hooks h = {&oc, oc_begin, oc_end, oc_op, oc_save, oc_load, oc_release, oc_error, NULL, NULL, NULL};
     r.model.hooks = h;
     float loss;
     CHECK(r.mem.kind_in_use[GPT_MEM_OPTIM] == 0);
@@ -1405,7 +1417,7 @@ static int saved_shape(const gpt_config *c, uint64_t *largest, uint64_t *layer_b
     static save_tally t;
     memset(&t, 0, sizeof t);
     t.inner = gpt_hooks_keep(&keep);
-    gpt_hooks h = {&t, st_begin, st_end, st_op, st_save, st_load, st_release, st_error, NULL, NULL};
+    gpt_hooks h = {&t, st_begin, st_end, st_op, st_save, st_load, st_release, st_error, NULL, NULL, NULL};
     int rc = gpt_model_init(&m, c, &mem, &h, GPT_MODE_NONE, GOLDEN_SEED);
     gpt_data_from_memory(&data, text, sizeof text - 1, "test text", err, sizeof err);
     int *tok = malloc(sizeof(int) * c->batch * c->seq), *tgt = malloc(sizeof(int) * c->batch * c->seq);
@@ -1489,7 +1501,7 @@ static int bf16_profile(const gpt_config *c, int steps, uint64_t *act_peak, uint
     if (vr_open(&r, c, &s, GPT_MODE_NONE, 0)) return 1;
     memset(t, 0, sizeof *t);
     t->inner = r.model.hooks;
-    r.model.hooks = (gpt_hooks){t, dt_begin, dt_end, dt_op, dt_save, dt_load, dt_release, dt_error, NULL, NULL};
+    r.model.hooks = (gpt_hooks){t, dt_begin, dt_end, dt_op, dt_save, dt_load, dt_release, dt_error, NULL, NULL, NULL};
     *act_peak = *saved = 0;
     int rc = 0;
     for (int st = 0; st < steps && !rc; st++) {
@@ -1647,6 +1659,7 @@ int main(int argc, char **argv) {
     RUN(t_determinism);
     RUN(t_recompute_bitwise);
     RUN(t_rebuild_bitwise);
+    RUN(t_rebuild_layers);
     RUN(t_ss_allocator);
     RUN(t_ss_context);
     RUN(t_budget);
@@ -1668,6 +1681,7 @@ int main(int argc, char **argv) {
     RUN(t_golden);
     RUN(t_recompute_bitwise);
     RUN(t_rebuild_bitwise);
+    RUN(t_rebuild_layers);
     RUN(t_varying_exact);
     RUN(t_seq_switch);
     RUN(t_modes_budgets);

@@ -11,7 +11,9 @@
  *    host memory for llama-2-7b on h200 (--sweep seq / batch --json), draws a PNG, and rejects bad
  *    flags with exit status 2.
  */
+#include "recompute.h"
 #include "strategy.h"
+#include "trace.h"
 #include "test.h"
 
 #include <cjson/cJSON.h>
@@ -152,6 +154,108 @@ static void t_hybrid(void) {
                 hy->tokens_per_s, hy->recomputed, (double)hy->recomputed_bytes / (1024.0 * 1024 * 1024), rc->tokens_per_s);
         for (int k = 0; k < SSI_STRAT_COUNT; k++) ssi_strategy_result_free(&r[k]);
     }
+}
+
+/* Whole layers (spans, ss_ctx_recomputable_span): the generated iteration registers each layer's
+ * input as a span; on a PCIe-class link the hybrid takes some layers whole (every member a
+ * recompute entry rebuilt at one operator), the plan's prediction is what the simulator gives
+ * for its entries, a plan missing one member is refused, the spans survive a trace round trip,
+ * and without spans the same planner is slower. */
+static void t_hybrid_spans(void) {
+    ssi_workload_config c;
+    model(&c, "llama-2-7b", 4, 4096);
+    ss_profile *p = NULL;
+    char err[256] = "";
+    CHECK_OK(ssi_workload_generate(&c, &p, NULL, err, sizeof err));
+    if (!p) return;
+    uint32_t nspan = 0;
+    for (uint32_t t = 0; t < p->ntensors; t++) nspan += p->tensors[t].span_nop > 0;
+    CHECK_EQ_U64(nspan, c.layers);
+    const ssi_device_preset *dev = ssi_preset_find("h200");
+    ssi_policy_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.budget_bytes = 125ull << 30;
+    pc.host_mem_bytes = dev->host_mem_bytes;
+    pc.min_swap_bytes = ss_options_default().min_swap_bytes;
+    pc.d2h_bps = dev->d2h_gbps * 1e9;
+    pc.h2d_bps = dev->h2d_gbps * 1e9;
+    pc.time.mode = SSI_TIME_FLOPS;
+    pc.time.flops_per_s = dev->bf16_flops * SS_PRESET_MFU;
+    pc.skip_min_budget = 1;
+    ss_plan *pl = NULL;
+    ssi_recompute_report hr;
+    CHECK_OK(ssi_recompute_plan(p, &pc, &pl, NULL, &hr, err, sizeof err));
+    if (!pl) { ssi_profile_free(p); return; }
+    CHECK_MSG(pl->feasible && hr.spans > 0, "feasible %d, %u layers taken whole", pl->feasible, hr.spans);
+    /* the members of a layer taken whole share one rebuild point, in that layer's backward */
+    uint32_t *at = calloc(p->ntensors, sizeof *at), nrc = 0, shared = 0;
+    for (uint32_t k = 0; k < pl->nentries; k++) {
+        const ss_plan_entry *e = &pl->entries[k];
+        if (e->action != SS_PLAN_RECOMPUTE) continue;
+        nrc++;
+        at[e->tensor] = e->use_op;
+    }
+    for (uint32_t k = 0; k < pl->nentries; k++) {
+        const ss_plan_entry *e = &pl->entries[k];
+        if (e->action != SS_PLAN_RECOMPUTE) continue;
+        uint32_t first = SS_NONE;
+        const ss_prof_tensor *x = &p->tensors[e->tensor];
+        for (uint32_t i = 0; i < x->nuses; i++)
+            if (p->ops[p->uses[x->use_off + i]].phase == SS_PHASE_BWD) { first = p->uses[x->use_off + i]; break; }
+        shared += e->use_op < first;   /* rebuilt before its own first use: with its layer */
+    }
+    CHECK_MSG(shared > 0 && nrc == hr.chosen, "%u recompute entries (%u reported), %u rebuilt with their layer", nrc,
+              hr.chosen, shared);
+    free(at);
+    /* the prediction is the simulator's for the plan's entries */
+    ssi_sim_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.budget_bytes = pc.budget_bytes;
+    sc.d2h_bps = pc.d2h_bps;
+    sc.h2d_bps = pc.h2d_bps;
+    sc.time = pc.time;
+    ssi_sim_result sr;
+    CHECK_OK(ssi_sim_run(p, pl, &sc, &sr, err, sizeof err));
+    CHECK_NEAR(sr.iter_s, pl->iter_s, 1e-9 * pl->iter_s);
+    ssi_sim_result_free(&sr);
+    /* one member left out: the layer is no longer whole, and that member's neighbours without a
+     * recipe of their own cannot be rebuilt alone */
+    ss_plan cut = *pl;
+    ss_plan_entry *ent = malloc(pl->nentries * sizeof *ent);
+    uint32_t m = 0, gone = 0;
+    for (uint32_t k = 0; k < pl->nentries; k++) {
+        const ss_plan_entry *e = &pl->entries[k];
+        if (!gone && e->action == SS_PLAN_RECOMPUTE && !ssi_recompute_candidate(p, e->tensor)) { gone = 1; continue; }
+        ent[m++] = *e;
+    }
+    cut.entries = ent;
+    cut.nentries = m;
+    CHECK(gone);
+    CHECK_STATUS(ssi_sim_run(p, &cut, &sc, &sr, err, sizeof err), SS_ERR_INVALID);
+    free(ent);
+    /* the spans go through the trace format */
+    char *buf = NULL;
+    size_t len = 0;
+    ss_profile *back = NULL;
+    CHECK_OK(ssi_profile_to_buffer(p, &buf, &len, err, sizeof err));
+    CHECK_OK(ssi_profile_read_buffer(buf, len, "spans", &back, err, sizeof err));
+    CHECK(back && ssi_profile_equal(p, back));
+    free(buf);
+    ssi_profile_free(back);
+    /* without spans (each tensor's own recipe only) the hybrid is slower here */
+    for (uint32_t t = 0; t < p->ntensors; t++) p->tensors[t].span_nop = p->tensors[t].span_first = 0;
+    ss_plan *pl2 = NULL;
+    ssi_recompute_report hr2;
+    CHECK_OK(ssi_recompute_plan(p, &pc, &pl2, NULL, &hr2, err, sizeof err));
+    if (pl2) {
+        CHECK_EQ_U64(hr2.spans, 0);
+        CHECK_MSG(pl->iter_s < pl2->iter_s, "with layers %.4f s, own recipes only %.4f s", pl->iter_s, pl2->iter_s);
+        fprintf(stderr, "     llama-2-7b 4 x 4096 at 125 GiB on h200: hybrid %.3f s with %u layers whole (%u entries), "
+                "%.3f s with own recipes only\n", pl->iter_s, hr.spans, hr.chosen, pl2->iter_s);
+    }
+    ssi_plan_free(pl2);
+    ssi_plan_free(pl);
+    ssi_profile_free(p);
 }
 
 /* ---- recomputation ------------------------------------------------------------------------ */
@@ -535,6 +639,7 @@ static void t_cli(void) {
 int main(void) {
     RUN(t_eval_llama7b);
     RUN(t_hybrid);
+    RUN(t_hybrid_spans);
     RUN(t_recompute_extra_forward);
     RUN(t_recompute_profile_memory);
     RUN(t_copies_bound_step_time);
