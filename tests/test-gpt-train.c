@@ -1697,6 +1697,7 @@ bf16:
     RUN_B(t_determinism);
     RUN_B(t_recompute_bitwise);
     RUN_B(t_rebuild_bitwise);
+    RUN_B(t_rebuild_layers);
     RUN_B(t_modes_budgets);
     RUN_B(t_min_budget_trains);
     return test_summary();
