@@ -419,9 +419,9 @@ static ss_status items_make(const ss_profile *p, const spans *S, const double *d
  * taken recipe outside it, and absorbs the own recipes of its members taken before it. ord gets
  * the taken items (indices into it) in order, *k their count; with R and cost non-NULL (n
  * entries each), after the j-th take R[j] = the bytes recomputed so far, cost[j] their seconds,
- * and *nsteps the number of takes. */
+ * and *nsteps the number of takes. own_only: spans are skipped. */
 static ss_status select_items(const ss_profile *p, const spans *S, item *it, uint32_t n, double X,
-                              double xstop, uint32_t *ord, uint32_t *k_out, double *R, double *cost,
+                              double xstop, int own_only, uint32_t *ord, uint32_t *k_out, double *R, double *cost,
                               uint32_t *nsteps) {
     uint32_t nt = p->ntensors, k = 0;
     uint8_t *rc = calloc((size_t)nt + 1, 1);
@@ -440,7 +440,7 @@ static ss_status select_items(const ss_profile *p, const spans *S, item *it, uin
             for (uint32_t j = 0; j < y->rc_nsrc; j++) used[y->rc_src[j]]++;
         } else {
             const span *g = &S->g[a->id];
-            if (rc[g->src]) continue;
+            if (own_only || rc[g->src]) continue;
             int clash = 0;   /* a member read by a taken recipe of a tensor outside the span */
             for (uint32_t j = 0; j < k && !clash; j++) {
                 const item *b = &it[ord[j]];
@@ -567,16 +567,20 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
      * first half and quarter (the link may hide more than the bound says), and the sets chosen
      * until the rest fits under 3/4 and 1/2 of what the link hides (copies and compute never
      * overlap perfectly: what is left must often stay below the bound to stall nothing). */
-    double stops[3] = {plan0->feasible ? xmax : -1.0, 0.75 * xmax, 0.5 * xmax};
+    double stops[4] = {plan0->feasible ? xmax : -1.0, 0.75 * xmax, 0.5 * xmax, plan0->feasible ? xmax : -1.0};
     uint32_t *ord2 = malloc(((size_t)nc + 1) * sizeof *ord2);
     if (!ord2) { st = SS_ERR_HOST_OOM; goto out; }
-    for (int si = 0; si < (plan0->feasible ? 3 : 1) && !st; si++) {
+    /* and, where spans were taken, the tensors' own recipes alone (a layer's rebuild holds all
+     * its members at once: at a tight budget only the smaller rebuilds may fit) */
+    for (int si = 0; si < 4 && !st; si++) {
+        if (si > 0 && si < 3 && !plan0->feasible) continue;
+        if (si == 3 && !S.ng) break;
         uint32_t k2 = 0;
         uint32_t *o = si == 0 ? ord : ord2;
-        if ((st = select_items(p, &S, it, nc, x, stops[si], o, &k2, NULL, NULL, NULL))) break;
+        if ((st = select_items(p, &S, it, nc, x, stops[si], si == 3, o, &k2, NULL, NULL, NULL))) break;
         for (uint32_t i = 0; i < nc; i++) it[i].dead = 0;
         if (si == 0) k = k2;
-        else if (k2 == k) continue;   /* the same set */
+        else if (si < 3 && k2 == k) continue;   /* the same set */
         for (uint32_t want = k2; want > 0 && !st; want /= 2) {
             rc_of(&S, it, o, want, rc, nt);
             ss_plan *pl = NULL;
@@ -591,7 +595,7 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
             } else {
                 ssi_plan_free(pl);
             }
-            if (si || want <= k2 / 4) break;
+            if (si == 1 || si == 2 || want <= k2 / 4) break;
         }
     }
     free(ord2);
@@ -664,7 +668,7 @@ ss_status ssi_recompute_curve_of(const ss_profile *p, const ssi_policy_config *c
     cv->R = malloc(((size_t)nc + 1) * sizeof *cv->R);
     cv->cost = malloc(((size_t)nc + 1) * sizeof *cv->cost);
     if (!ord || !cv->R || !cv->cost) { st = SS_ERR_HOST_OOM; goto out; }
-    st = select_items(p, &S, it, nc, cv->X, 0.0, ord, &k, cv->R, cv->cost, &cv->n);
+    st = select_items(p, &S, it, nc, cv->X, 0.0, 0, ord, &k, cv->R, cv->cost, &cv->n);
 out:
     spans_free(&S);
     free(it);
