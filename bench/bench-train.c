@@ -82,7 +82,9 @@
 
 typedef struct result {
     int      ok;                /* every step ran */
-    char     why[400];
+    int      refused;           /* not run: the budget is below the trainer's smallest budget for
+                                   the mode (gpt_min_budget_refuse, as smartswap train refuses it) */
+    char     why[640];
     double   tok_s;             /* tokens per step / step_s */
     double   step_s;            /* median wall seconds of the measured steps */
     double   fwd_s, rest_s;     /* medians of the measured steps' forward (gpt_stats.fwd_seconds)
@@ -221,6 +223,23 @@ static void runner_open(runner *rn, const gpt_config *c, const gpt_schedule *s, 
     char err[256];
     rn->tl_step = -1;
     rn->d2h_busy = rn->d2h_busy_all = -1;
+    if (budget) {
+        /* the trainer's smallest budget for this mode (smartswap train refuses a budget below it
+         * before step 1): such a row says so instead of running out of memory. The hybrid's
+         * figure is its own (what it rebuilds is held, unswappable); offload-all's the swapping
+         * modes' */
+        gpt_min_budget mb;
+        char msg[512];
+        int pm = mode == GPT_MODE_OFFLOAD_ALL ? GPT_MODE_SMARTSWAP : mode;
+        int bad = rn->hybrid ? gpt_min_budget_probe_hybrid(c, s, o.min_swap_bytes, 256, &mb, err, sizeof err)
+                             : gpt_min_budget_probe_mode(c, s, pm, o.min_swap_bytes, 256, &mb, err, sizeof err);
+        if (!bad && gpt_min_budget_refuse(&mb, budget, msg, sizeof msg)) {
+            snprintf(rn->r.why, sizeof rn->r.why, "refused: below the smallest budget %llu B (%s)",
+                     (unsigned long long)mb.min_budget_bytes, msg);
+            rn->r.refused = 1;
+            return;
+        }
+    }
     if (gpt_mem_init_ss_ex(&rn->mem, "cpu-sim", &o, budget, gpt_mem_segment_for(budget, state), err, sizeof err)) {
         snprintf(rn->r.why, sizeof rn->r.why, "%s", err);
         return;
@@ -444,7 +463,7 @@ static double swap_bound_s(const result *n, double x, double gbps, double *ceil)
 
 static const char *fmt_tok(const result *r, char *buf, size_t n) {
     if (r->ok) snprintf(buf, n, "%9.0f", r->tok_s);
-    else snprintf(buf, n, "%9s", "OOM");
+    else snprintf(buf, n, "%9s", r->refused ? "refused" : "OOM");
     return buf;
 }
 
@@ -596,6 +615,9 @@ typedef struct row {
     uint64_t budget;
     result   nn, ss, rc, of, so;
     double   hyb;        /* hybrid_bound_tokens_per_s (0: not measurable) */
+    double   sim_so;     /* sim_swap_only_step_s: the simulator's step for swap-only's plan in use
+                            (0: not measured) */
+    double   sim_so_ceil;/* sim_swap_only_ceiling_s: the ceiling's step with the simulator's compute */
 } row;
 
 int main(int argc, char **argv) {
@@ -821,11 +843,13 @@ int main(int argc, char **argv) {
              * simulator's compute time (split into forward and backward as none's F : B); the D2H
              * lane busy >= 90 % of the forward from the first copy out, on the executor's
              * timeline of step `from` */
+            double sim_ceil_row = 0;
             if (nn.ok && so.ok && ovh > 0 && ceil > 0) {
                 double live = so.tok_s * ovh / ceil;
                 double comp = plan_s - plan_stall, fs = comp * nn.fwd_s / (nn.fwd_s + nn.rest_s), bs = comp - fs;
                 double cp = x / (gbps * 1e9);
                 double sim_ceil = (fs > cp ? fs : cp) + (bs > cp ? bs : cp);
+                sim_ceil_row = sim_ceil;
                 double simq = plan_s > 0 && sim_ceil > 0 ? plan_s / sim_ceil : 0;
                 /* the D2H target applies where the copies outlast the forward (X / bw >= F): on a
                  * link fast enough to copy X in less than the forward the lane cannot be busy
@@ -850,6 +874,7 @@ int main(int argc, char **argv) {
                 row *w = &rows[nrows++];
                 w->over = fl.over[k]; w->link = links[li].key; w->budget = budget; w->ratio = eff;
                 w->ceil = ceil; w->overhead = ovh; w->nn = nn; w->ss = ss; w->rc = rc; w->of = of; w->so = so; w->hyb = hyb;
+                w->sim_so = plan_s; w->sim_so_ceil = sim_ceil_row;
             }
             if (fl.over[k] == 4) {
                 hyb4 = hyb;
@@ -1050,7 +1075,9 @@ int main(int argc, char **argv) {
             json_num(stdout, "offload-all", w->of.tok_s, w->of.ok, "}, ");
             json_num(stdout, "ceiling_tokens_per_s", w->ceil, w->ceil > 0, ", ");
             json_num(stdout, "hybrid_bound_tokens_per_s", w->hyb, w->hyb > 0, ", ");
-            json_num(stdout, "infinite_link_overhead", w->overhead, w->overhead > 0, "}");
+            json_num(stdout, "infinite_link_overhead", w->overhead, w->overhead > 0, ", ");
+            json_num(stdout, "sim_swap_only_step_s", w->sim_so, w->sim_so > 0, ", ");
+            json_num(stdout, "sim_swap_only_ceiling_s", w->sim_so_ceil, w->sim_so_ceil > 0, "}");
         }
         printf("\n]");
         if (sz_have) {   /* the largest sizes per mode (absolute), with none's base at the other dimension */

@@ -741,7 +741,7 @@ static ss_status plan_at(ctx *k, uint64_t B, attempt *out) {
     } else {
         attempt_free(&o);
     }
-    if (out->plan && out->plan->feasible) st = prune(k, B, k->unattributed ? 1 : 4, &out->plan, &out->sr);
+    if (out->plan && out->plan->feasible) st = prune(k, B, 4, &out->plan, &out->sr);
     if (st) attempt_free(out);
     return st;
 }
@@ -798,11 +798,11 @@ static ss_status prune(ctx *k, uint64_t B, int probes, ss_plan **kept, ssi_sim_r
     sv = malloc((size_t)ne * sizeof *sv);
     if (!sv) { st = SS_ERR_HOST_OOM; goto out; }
     /* Drop the first m of dl: all of them first; when the allocator refuses that (the byte
-     * model has no room for its segments) and probes > 1, bisection steps over m. A profile
-     * with unattributed memory (the executor's recorder) prunes all or nothing (probes 1) at
-     * its own budget: partial prunes fill the budget to the granule, and such profiles do not
-     * see temporaries inside an operator, so the run then evicts (measured: test-replay
-     * peak/4, test-gpt-train 1/4). */
+     * model has no room for its segments) and probes > 1, bisection steps over m, for every
+     * profile. (Profiles with unattributed memory, the executor's recorder, pruned all or
+     * nothing until their operators carried their peaks, temporaries included: before, partial
+     * prunes filled the budget to the granule under temporaries the profile did not see, and
+     * test-replay peak/4 and test-gpt-train 1/4 evicted.) */
     uint32_t lo = 0, hi = nd, m = nd;
     ss_plan *best = NULL;
     ssi_sim_result bsr;
