@@ -406,9 +406,9 @@ def main():
         for r in rows:
             t = r["tokens_per_s"]
             if t.get("none") and not any(t.get(k) for k in ("recompute", "offload-all", "swap-only", "smartswap")):
-                W("- %s %gx: no memory-saving mode trains at %d bytes (bench-train drives the library without the "
-                  "trainer's smallest-budget check, so each ran out of memory in its first steps; `smartswap train` "
-                  "refuses such a budget before step 1, naming its smallest budget)." % (r["link"], r["over"], r["budget_bytes"]))
+                W("- %s %gx: no memory-saving mode trains at %d bytes: the budget is below each mode's smallest "
+                  "budget, so bench-train refused those runs before step 1, as `smartswap train` does (its stderr "
+                  "names each figure)." % (r["link"], r["over"], r["budget_bytes"]))
         # why a row falls short of the seed, from the bounds the same row measured
         for r in rows:
             t = r["tokens_per_s"]
@@ -560,18 +560,13 @@ def main():
             frac * 100, bud, fmt(pp / 2**20 if pp else None, "%.3f", " MiB"), fmt(mp / 2**20 if mp else None, "%.3f", " MiB"),
             fmt(mp / pp if mp and pp else None, "%.3f"), fmt(pit * 1e3 if pit else None, "%.2f", " ms"),
             fmt(mstep * 1e3 if mstep else None, "%.2f", " ms"), fmt(mstep / pit if mstep and pit else None, "%.3f")))
-    # bench-train's swap-only rows: each row's block names its link and over-subscription
-    sim, cur_link, cur_over = {}, None, None
-    for ln in bt_err.splitlines():
-        m = re.match(r"link: (\S+)", ln)
-        if m:
-            cur_link = "pcie" if m.group(1).lower().startswith("pcie") else "c2c"
-        m = re.match(r"\s+([\d.]+)x\s+[\d.]+ MiB \|", ln)
-        if m:
-            cur_over = float(m.group(1))
-        m = re.search(r"swap-only:.*simulated step ([\d.]+) ms", ln)
-        if m and cur_link and cur_over is not None:
-            sim[(cur_link, cur_over)] = float(m.group(1))
+    # bench-train's swap-only rows: each JSON row carries the simulator's step for the swap-only
+    # plan it ran (sim_swap_only_step_s; absent when that run made no plan)
+    sim = {}
+    for r in rows:
+        v = r.get("sim_swap_only_step_s")
+        if isinstance(v, (int, float)) and v > 0:
+            sim[(r["link"], float(r["over"]))] = v * 1e3
     if rows:
         W("\nLive trainer (bench-train's swap-only run in each row, same link and budget): simulated step against "
           "the measured median step:\n")

@@ -104,3 +104,22 @@ def test_readme_quote(tmp_path):
                         "--out", str(tmp_path / "out"), "--readme", str(readme)], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
     assert r.returncode == 0 and readme.read_text() == "no markers\n" and "no report-summary markers" in r.stderr
+
+
+def test_simulated_step_from_the_json_rows(tmp_path):
+    """Section 6 sets bench-train's simulated swap-only step (its JSON rows' sim_swap_only_step_s)
+    against the measured one; a row without it reads "not measured"."""
+    raw = copy_raw(tmp_path)
+    p = raw / "bench-train.out"
+    doc = json.loads(p.read_text())
+    rows = doc["rows"]
+    assert rows
+    rows[0]["sim_swap_only_step_s"] = 0.0123
+    for r in rows[1:]:
+        r.pop("sim_swap_only_step_s", None)
+    p.write_text(json.dumps(doc))
+    text, _ = report(tmp_path, raw)
+    sec = text.split("## 6. Simulator accuracy")[1].split("## 7.")[0]
+    assert "- %s %gx: simulated 12.3 ms" % (rows[0]["link"], rows[0]["over"]) in sec
+    for r in rows[1:]:
+        assert "- %s %gx: simulated not measured" % (r["link"], r["over"]) in sec
