@@ -201,16 +201,24 @@ static ss_status derive_spans(const ss_profile *p, const spans *S, const uint8_t
         uint32_t gi = S->of[t];
         if (gdone[gi]) continue;
         gdone[gi] = 1;
-        /* the span's operators once; while they re-run, a copy of the source and the largest
-         * temporary any of them allocated are held beside the members being rebuilt */
+        /* the span's operators once; while they re-run, a copy of the source and what the
+         * forward held in the span beside its members (outputs not saved, temporaries: the
+         * level above the span's start less the members saved so far, at its most) are held
+         * beside the members being rebuilt */
         const span *g = &S->g[gi];
-        uint64_t tmp = 0;
+        uint64_t tmp = 0, cum = 0;
+        uint64_t base0 = g->first ? p->ops[g->first - 1].mem_after : p->base_bytes;
         for (uint32_t i = g->first; i < g->first + g->nop; i++) {
             const ss_prof_op *r = &p->ops[i];
             o->seconds += r->seconds;
             o->flops += r->flops;
             extra_s += r->seconds;
-            if (r->mem_peak > r->mem_after && r->mem_peak - r->mem_after > tmp) tmp = r->mem_peak - r->mem_after;
+            uint64_t lvl = r->mem_peak > r->mem_after ? r->mem_peak : r->mem_after;
+            uint64_t before = cum;   /* members saved before op i (all of them live during it) */
+            for (uint32_t k = 0; k < g->nmem; k++)
+                if (p->tensors[S->mem[g->mem_off + k]].producer == i) cum += ssi_round_block(p->tensors[S->mem[g->mem_off + k]].bytes);
+            uint64_t held = lvl > base0 + before ? lvl - base0 - before : 0;
+            if (held > tmp) tmp = held;
         }
         uint64_t lvl = o->mem_peak ? o->mem_peak : o->mem_after;
         o->mem_peak = lvl + ssi_round_block(p->tensors[g->src].bytes) + tmp;

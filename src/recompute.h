@@ -33,7 +33,8 @@ int ssi_recompute_candidate(const ss_profile *p, uint32_t t);
  * span 2, or none): each is released at its producer (it has no uses), a temporary of its bytes
  * (not saved) lives from its rebuild (its first use; for a span, the first use of any member) to
  * its release, that operator costs the recipe's operators' seconds and FLOPs more (a span's
- * once, with a copy of its source and its largest temporary added to that operator's peak), and
+ * once, with a copy of its source and what the forward held in the span beside its members
+ * added to that operator's peak), and
  * the sources are used there too; mem_after/mem_peak drop by its rounded bytes in between.
  * Tensor indices of p are kept (the temporaries are appended). *out: a new finalized profile.
  * SS_ERR_INVALID when some rc[t] is not a candidate or a span is not taken whole. */
