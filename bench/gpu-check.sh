@@ -15,6 +15,8 @@
 #            weights bit-identical to none, peaks within the budget; tokens/s of the three;
 #            then (not in --quick) --dtype bf16 (activations stored as bf16, gpt/model.c) none and
 #            smartswap under the same budget: identical to each other; bf16 none's peak against fp32's
+#            and (not in --quick) MoE (--moe 4:2) none and smartswap under a quarter of its none's
+#            peak: identical to each other (the router's choices cross to the host per MoE layer)
 #   replay   a Llama-3.2-1B-shaped profile (batch 4 x 4096; --quick 4 x 1024) replayed on cuda
 #            under a 24 GiB budget with the pinned host pool capped at 16 GiB: the real peak,
 #            step time and stall against `smartswap simulate`'s prediction (relative errors)
@@ -32,6 +34,8 @@
 # GPU_CHECK_STAGES="trainer replay" (run only those of the stages after build),
 # GPU_CHECK_LIMIT_SCALE=N (every stage limit times N, for slow stand-ins; a GPU run uses 1),
 # GPU_CHECK_TRAIN_BF16=0|1 (the trainer's --dtype bf16 pair; default 1, --quick 0),
+# GPU_CHECK_TRAIN_MOE=0|1 (the trainer's MoE pair; default 1, --quick 0), GPU_CHECK_TRAIN_MOE_ARGS
+# (its shapes; default the trainer's plus --moe 4:2),
 # GPU_CHECK_DEBS=dir (the carried cJSON packages; default .gpu-debs).
 #   bash bench/gpu-check.sh --fetch-debs       (where Debian's registry is reachable) downloads
 #                                              libcjson1 and libcjson-dev into .gpu-debs/
@@ -79,6 +83,10 @@ else train_args="--layers 16 --hidden 128 --heads 4 --kv-heads 2 --ffn 344 --bat
 train_args=${GPU_CHECK_TRAIN_ARGS:-$train_args}
 # --dtype bf16 none and smartswap too (not in --quick): GPU_CHECK_TRAIN_BF16=0|1 overrides
 train_bf16=${GPU_CHECK_TRAIN_BF16:-$([ $quick = 1 ] && echo 0 || echo 1)}
+# MoE (the trainer's shapes plus --moe 4:2) none and smartswap too (not in --quick):
+# GPU_CHECK_TRAIN_MOE=0|1 overrides, GPU_CHECK_TRAIN_MOE_ARGS replaces the shapes
+train_moe=${GPU_CHECK_TRAIN_MOE:-$([ $quick = 1 ] && echo 0 || echo 1)}
+train_moe_args=${GPU_CHECK_TRAIN_MOE_ARGS:-$train_args --moe 4:2}
 if [ $quick = 1 ]; then replay_shape="--model llama-3.2-1b --batch 4 --seq 1024"; else replay_shape="--model llama-3.2-1b --batch 4 --seq 4096"; fi
 replay_shape=${GPU_CHECK_REPLAY_ARGS:-$replay_shape}
 replay_budget=${GPU_CHECK_REPLAY_BUDGET:-24GiB} replay_host=${GPU_CHECK_REPLAY_HOST:-16GiB}
@@ -97,7 +105,7 @@ if [ $plan = 1 ]; then
         device)  echo "device   ${lim_device} s  $B/tests/test-device (cuda part), $B/tests/test-device-cuda, SMARTSWAP_TEST_EXPECT_VM=1 $B/tests/test-device-cuda-vm" ;;
         alloc)   echo "alloc    ${lim_alloc} s  SMARTSWAP_TEST_DEVICE=cuda $B/tests/test-alloc-device" ;;
         kernels) echo "kernels  ${lim_kernels} s  $B/tests/test-gpt-cuda" ;;
-        trainer) echo "trainer  ${lim_trainer} s  $CLI train --device $DEV $train_args --mode none (twice), recompute, smartswap (--budget <none's peak / 4>); losses and weights = none's$([ "$train_bf16" = 1 ] && echo "; --dtype bf16 none and smartswap, equal")" ;;
+        trainer) echo "trainer  ${lim_trainer} s  $CLI train --device $DEV $train_args --mode none (twice), recompute, smartswap (--budget <none's peak / 4>); losses and weights = none's$([ "$train_bf16" = 1 ] && echo "; --dtype bf16 none and smartswap, equal")$([ "$train_moe" = 1 ] && echo "; $train_moe_args none and smartswap (--budget <its none's peak / 4>), equal")" ;;
         replay)  echo "replay   ${lim_replay} s  $CLI trace gen $replay_shape; simulate and replay --device $DEV --budget $replay_budget, SMARTSWAP_HOST_MEM=$replay_host" ;;
         torch)   echo "torch    ${lim_torch} s  $([ $quick = 1 ] && echo 'skipped in --quick' || echo 'bash bench/gpu-torch.sh')" ;;
         esac
@@ -302,7 +310,29 @@ st_trainer() {
         echo "bf16 none: peak $p16 bytes, $ratio of fp32 none's (the state is fp32 in both)"
         b16="; bf16 tok/s none $(tot $t-b16-none.txt tok_per_s), smartswap $(tot $t-b16-smartswap.txt tok_per_s), peak $ratio of fp32's, identical: $([ $ok = 1 ] && echo yes || echo NO)"
     fi
-    echo "note: tok/s none $(tot $t-none.txt tok_per_s), recompute $(tot $t-recompute.txt tok_per_s), smartswap $(tot $t-smartswap.txt tok_per_s) (<= 1/4 of none's peak: $((budget >> 20)) MiB); bit-identical to none (and none to itself): $([ $rc = 0 ] && echo yes || echo NO)$b16"
+    local moe=""
+    if [ "$train_moe" = 1 ]; then   # MoE: smartswap under a quarter of MoE none's peak equals MoE none
+        local mok=1 mpeak mbudget
+        # shellcheck disable=SC2086
+        $CLI train --device $DEV $train_moe_args --mode none --quiet --log $t-moe-none.jsonl \
+            --save-weights $t-moe-none.w > $t-moe-none.txt 2>&1 || { cat $t-moe-none.txt; echo "moe none failed"; mok=0; }
+        mpeak=$(tot $t-moe-none.txt peak)
+        mbudget=$(( ${mpeak:-0} / 4 ))
+        # shellcheck disable=SC2086
+        [ $mok = 1 ] && { $CLI train --device $DEV $train_moe_args --mode smartswap --budget $mbudget --quiet \
+            --log $t-moe-smartswap.jsonl --save-weights $t-moe-smartswap.w > $t-moe-smartswap.txt 2>&1 ||
+            { cat $t-moe-smartswap.txt; echo "moe smartswap failed"; mok=0; }; }
+        if [ $mok = 1 ] && cmp -s <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-moe-none.jsonl) \
+                  <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-moe-smartswap.jsonl) &&
+           cmp -s $t-moe-none.w $t-moe-smartswap.w; then
+            echo "moe smartswap: losses and weights bit-identical to moe none (budget $mbudget bytes, a quarter of $mpeak)"
+        else
+            echo "moe smartswap: DIFFERS from moe none (or a run failed)"; mok=0
+        fi
+        [ $mok = 1 ] || rc=1
+        moe="; moe tok/s none $(tot $t-moe-none.txt tok_per_s), smartswap $(tot $t-moe-smartswap.txt tok_per_s), identical: $([ $mok = 1 ] && echo yes || echo NO)"
+    fi
+    echo "note: tok/s none $(tot $t-none.txt tok_per_s), recompute $(tot $t-recompute.txt tok_per_s), smartswap $(tot $t-smartswap.txt tok_per_s) (<= 1/4 of none's peak: $((budget >> 20)) MiB); bit-identical to none (and none to itself): $([ $rc = 0 ] && echo yes || echo NO)$b16$moe"
     exit $rc
 }
 
@@ -348,7 +378,7 @@ st_torch() {
 }
 
 export -f st_build st_device st_alloc st_kernels st_trainer st_replay st_torch run_test tot
-export B CLI DEV quick work gpu train_args train_bf16 replay_shape replay_budget replay_host
+export B CLI DEV quick work gpu train_args train_bf16 train_moe train_moe_args replay_shape replay_budget replay_host
 
 stage build "$lim_build" 0
 if [ "${results[0]}" = PASS ]; then

@@ -30,7 +30,7 @@
 #define KC_WARPS 8                 /* warps per block of row kernels */
 #define KC_HDL (GPT_CUDA_HD_MAX / 32)   /* head values per lane */
 #define KC_ATTN_BLOCK 64           /* = GPT_ATTN_BLOCK of kernels.h */
-#define KC_MOE_MAX 64
+#define KC_MOE_MAX GPT_CUDA_MOE_MAX
 
 static struct {
     int ready;

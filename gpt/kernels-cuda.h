@@ -83,6 +83,10 @@ void kc_rope_bwd(float *dx, const float *dout, const float *cos_t, const float *
  * naive backward and the flash backward use an internal scratch buffer ((B,A,T,T) and (B,A,T)
  * floats), grown on demand with cudaMalloc and kept until gpt_cuda_shutdown. */
 #define GPT_CUDA_HD_MAX 256
+
+/* moe_combine_fwd / _bwd take at most GPT_CUDA_MOE_MAX expert outputs (their E: the trainer's
+ * expert runs), passed to the kernel by value. */
+#define GPT_CUDA_MOE_MAX 64
 void kc_attn_fwd(float *out, float *att, const float *q, const float *k, const float *v,
                  int B, int T, int A, int KV, int hd);
 void kc_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,

@@ -724,6 +724,8 @@ static void lxent_backward(gpt_model *m, gpt_node *n, const void *h, int hb16, c
 
 /* ---- mixture of experts ------------------------------------------------------------------ */
 
+static int ops_check(gpt_model *m);
+
 /* wts (B,T,K) = renormalised top-k of softmax(logits (B,T,E)); fills *routep with the routing
  * (host data kept until the end of the iteration). Saves probs (B,T,E). */
 static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uint64_t site, gpt_route **routep) {
@@ -752,10 +754,23 @@ static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uin
     gpt_tensor *w = new_act(m, "moe.weights", layer, 3, B, T, K, 0);
     gpt_tensor *p = new_act(m, "moe.probs", layer, 3, B, T, E, 0);
     if (!w || !p) { drop(m, w); drop(m, p); return NULL; }
+    size_t mk = (size_t)M * K;
+    if (m->ops->ints_alloc) {   /* device memory: the kernels read a device copy of the tables */
+        r->dev = m->ops->ints_alloc(5 * mk);
+        if (!r->dev) {
+            ops_check(m);
+            if (!m->err) fail(m, "cannot allocate the MoE routing tables on %s", m->ops->name);
+            drop(m, w); drop(m, p);
+            return NULL;
+        }
+    }
     const float *li = in32(m, logits);
     float *po = out32(m, p, p->buf), *wo = out32(m, w, w->buf);
-    if (li && po && wo) m->ops->moe_route_fwd(po, wo, r->idx, li, M, E, K);
+    if (li && po && wo) m->ops->moe_route_fwd(po, wo, r->dev ? r->dev : r->idx, li, M, E, K);
     scr_done(m);
+    /* the routing below is host code: bring the chosen experts over (download waits for the
+     * router, one sync per MoE layer and micro-batch) */
+    if (r->dev && !m->err) { m->ops->download(r->idx, r->dev, mk * sizeof(int)); ops_check(m); }
     if (m->err) { drop(m, w); drop(m, p); return NULL; }
     if (m->moe_route_force)   /* the probe's worst case: every expert 0..K-1 gets every token */
         for (size_t i = 0; i < (size_t)M * K; i++) r->idx[i] = (int)(i % (size_t)K);
@@ -785,11 +800,19 @@ static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uin
         r->rslot[i] = r->slot[i] % tile;
     }
     free(fill);
+    /* the same tables, in the same layout, for the kernels (idx again: the probe forces it) */
+    if (r->dev) m->ops->upload(r->dev, r->idx, 5 * mk * sizeof(int));
     gpt_node *n = push_node(m, OP_MOE_ROUTE, layer, site);
     if (n) { n->in[0] = logits; n->out = w; n->route = r; save(m, n, p); }
     drop(m, p);
     *routep = r;
     return w;
+}
+
+/* Where the kernels read a routing table: p points into r's host tables (idx .. rslot); with
+ * device memory the same offset in r->dev. */
+static const int *rdev(const gpt_route *r, const int *p) {
+    return r->dev ? r->dev + (p - r->idx) : p;
 }
 
 int gpt_moe_tile(int M, int E, int K) {
@@ -815,7 +838,7 @@ static gpt_tensor *op_moe_gather(gpt_model *m, gpt_tensor *x, gpt_route *r, int 
     if (!y) return NULL;
     const float *xi = in32(m, x);
     float *yo = out32(m, y, y->buf);
-    if (xi && yo) m->ops->moe_gather_fwd(yo, xi, r->rows + r->run_off[j], ne, C);
+    if (xi && yo) m->ops->moe_gather_fwd(yo, xi, rdev(r, r->rows + r->run_off[j]), ne, C);
     scr_done(m);
     gpt_node *n = push_node(m, OP_MOE_GATHER, layer, site);
     if (n) { n->in[0] = x; n->out = y; n->route = r; n->expert = j; }
@@ -834,7 +857,7 @@ static gpt_tensor *op_moe_combine(gpt_model *m, gpt_tensor *w, gpt_route *r, int
     for (int j = 0; j < r->nrun; j++) ye[j] = r->ye[j] ? in32(m, r->ye[j]) : NULL;
     const float *wi = in32(m, w);
     float *yo = out32(m, y, y->buf);
-    if (wi && yo) m->ops->moe_combine_fwd(yo, wi, r->run, r->rslot, ye, r->M, C, r->K, r->nrun);
+    if (wi && yo) m->ops->moe_combine_fwd(yo, wi, rdev(r, r->run), rdev(r, r->rslot), ye, r->M, C, r->K, r->nrun);
     scr_done(m);
     gpt_node *n = push_node(m, OP_MOE_COMBINE, layer, site);
     if (n) {
@@ -1241,14 +1264,14 @@ static void node_backward(gpt_model *m, gpt_node *n) {
     case OP_MOE_ROUTE: {
         float *dl = gradof(m, n->in[0]);
         gpt_route *r = n->route;
-        if (dl) m->ops->moe_route_bwd(dl, dout, s[0], r->idx, r->M, r->E, r->K);
+        if (dl) m->ops->moe_route_bwd(dl, dout, s[0], rdev(r, r->idx), r->M, r->E, r->K);
         break;
     }
     case OP_MOE_GATHER: {
         float *dx = gradof(m, n->in[0]);
         gpt_route *r = n->route;
         int j = n->expert;   /* the run */
-        if (dx) m->ops->moe_gather_bwd(dx, dout, r->rows + r->run_off[j], r->run_n[j], C);
+        if (dx) m->ops->moe_gather_bwd(dx, dout, rdev(r, r->rows + r->run_off[j]), r->run_n[j], C);
         break;
     }
     case OP_MOE_COMBINE: {
@@ -1264,7 +1287,8 @@ static void node_backward(gpt_model *m, gpt_node *n) {
             ye[j] = s[i++];
             dye[j] = gradof(m, r->ye[j]);
         }
-        if (dw && !m->err) m->ops->moe_combine_bwd(dye, dw, dout, s[0], r->run, r->rslot, ye, r->M, C, r->K, r->nrun);
+        if (dw && !m->err) m->ops->moe_combine_bwd(dye, dw, dout, s[0], rdev(r, r->run), rdev(r, r->rslot), ye, r->M, C,
+                                                r->K, r->nrun);
         break;
     }
     default:
@@ -1302,8 +1326,10 @@ static void end_iteration(gpt_model *m) {
         t = next;
     }
     m->acts = NULL;
+    if (m->routes && m->routes->dev) { char e[300]; (void)m->ops->sync(e, sizeof e); }   /* no kernel reads them */
     while (m->routes) {
         gpt_route *r = m->routes->next;
+        if (m->routes->dev) m->ops->ints_free(m->routes->dev);
         free(m->routes);
         m->routes = r;
     }
@@ -1569,6 +1595,14 @@ int gpt_model_init(gpt_model *m, const gpt_config *c, gpt_mem *mem, const gpt_ho
     if (c->moe_experts && !m->ops->has_moe) {
         fail(m, "the MoE layers (experts %d) run on the CPU kernels only, not on %s: use --device cpu-sim or no experts",
              c->moe_experts, m->ops->name);
+        return 1;
+    }
+    /* a routing makes at most E + E/2 runs (gpt_moe_tile: each expert one run more than its
+     * whole tiles, and the tiles of all experts hold M*K <= E/2 tiles' rows) */
+    if (c->moe_experts && m->ops->moe_runs_max && c->moe_experts + c->moe_experts / 2 > m->ops->moe_runs_max) {
+        fail(m, "MoE on %s: %d experts can make %d expert runs, its kernels take at most %d: use at most %d experts",
+             m->ops->name, c->moe_experts, c->moe_experts + c->moe_experts / 2, m->ops->moe_runs_max,
+             (2 * m->ops->moe_runs_max + 1) / 3);
         return 1;
     }
     gpt_kernels_init();

@@ -125,6 +125,8 @@ typedef struct gpt_route {
     int  *rslot;            /* (M,K) its row in that run */
     int  *run_e, *run_off, *run_n;   /* (nrun) a run's expert, first row in rows[], rows */
     gpt_tensor **ye;        /* (nrun) run outputs (run_n, C) */
+    int  *dev;              /* tables with device memory: idx, slot, rows, run, rslot (5*M*K ints,
+                               the host layout) in tensor memory (ops.ints_alloc), else NULL */
     struct gpt_route *next;
 } gpt_route;
 

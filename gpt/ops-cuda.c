@@ -50,7 +50,7 @@ static int u_sync(char *err, size_t len) {
 }
 
 static const gpt_ops g_cuda = {
-    .name = "cuda", .device_memory = 1, .has_moe = 0, .describe = gpt_cuda_describe,
+    .name = "cuda", .device_memory = 1, .has_moe = 1, .moe_runs_max = GPT_CUDA_MOE_MAX, .describe = gpt_cuda_describe,
     .upload = u_upload, .download = u_download, .copy = u_copy, .zero = u_zero,
     .ints_alloc = u_ints_alloc, .ints_free = u_ints_free, .sync = u_sync,
     .matmul_fwd = kc_matmul_fwd, .matmul_bwd = kc_matmul_bwd,

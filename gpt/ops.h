@@ -23,6 +23,7 @@ typedef struct gpt_ops {
     const char *name;        /* "cpu", "cuda" */
     int device_memory;       /* 1: tensor memory is not host-addressable */
     int has_moe;             /* 0: the MoE routing (host index arrays) is not supported */
+    int moe_runs_max;        /* the most expert runs moe_combine takes (its E); 0: no limit */
     const char *(*describe)(void);   /* the kernels, in words (static text) */
 
     /* transfers between host memory and tensor memory */

@@ -153,6 +153,36 @@ case " $parts " in *" train "*)
     }
     nogpu "no GPU (this machine's driver)" "$b/smartswap"
     nogpu "no GPU (FAKE_CUDA_DEVICES=0)" env LD_LIBRARY_PATH="$d" FAKE_CUDA_DEVICES=0 "$b/smartswap-cuda-emu"
+    # MoE on the cuda device: the router's choices come to the host (one download per MoE layer),
+    # the runs are built there and their tables uploaded (gpt/model.c op_moe_route); lengths vary
+    # per step (--seq 32:64), so the runs, tiles and operator sequence vary too. Every mode equals
+    # cuda none, which equals cpu-sim's run (the shim's MoE launchers are the CPU's k_moe_*).
+    M="train --layers 4 --hidden 32 --heads 4 --kv-heads 1 --ffn 32 --moe 4:2 --seq 32:64 --batch 8 --steps 6 --quiet"
+    echo "== train --device cuda --moe 4:2 --seq 32:64"
+    emu moe
+    peak=$(sed -n 's/^totals: .* peak=\([0-9]*\) .*/\1/p' "$d/moe.out")
+    state=$(sed -n '1s/.*"state_bytes": \([0-9]*\).*/\1/p' "$d/moe.jsonl")
+    er=$(sed -n '1s/.*"experts_run": \([0-9]*\).*/\1/p' "$d/moe.jsonl")
+    [ -n "$peak" ] && [ -n "$state" ] && [ "${er:-0}" -gt 0 ] || { echo "cuda-emu: moe none: no peak/state or no expert ran"; exit 1; }
+    mq() {   # extra env (name=value ...): the larger of state + 1/4 of the activations and the smallest budget
+        q=$((state + (peak - state) / 4))
+        f=$(env "$@" LD_LIBRARY_PATH="$d" timeout 120 "$b/smartswap-cuda-emu" $M --device cuda \
+            --steps 1 --mode smartswap --budget "$q" 2>&1 |
+            sed -n 's/.*smallest budget that can train this configuration: [^(]*(\([0-9]*\) bytes).*/\1/p' | head -n 1)
+        if [ -n "$f" ] && [ "$f" -gt "$q" ]; then echo "$f"; else echo "$q"; fi
+    }
+    mqp=$(mq SMARTSWAP_GRANULE=0)
+    [ "$mqp" -lt "$peak" ] || { echo "cuda-emu: moe: the swapping budget $mqp B is not below none's peak $peak B"; exit 1; }
+    echo "   moe none: peak $peak B, state $state B, $er expert MLPs run in step 1; smartswap under $mqp B"
+    emu moe-recompute --mode recompute; same moe-recompute "" moe
+    emu moe-offload-all --mode offload-all; same moe-offload-all "" moe
+    emu moe-smartswap --mode smartswap --budget "$mqp"
+    sw=$(sed -n 's/^totals: .* swapped_out=\([0-9]*\) .*/\1/p' "$d/moe-smartswap.out")
+    [ "${sw:-0}" -gt 0 ] || { echo "cuda-emu: moe smartswap under $mqp B swapped nothing"; exit 1; }
+    same moe-smartswap " (budget $mqp B, swapped out $sw B)" moe
+    timeout 120 "$b/smartswap" $M --device cpu-sim --log "$d/moe-cpu-sim.jsonl" --save-weights "$d/w-moe-cpu-sim.bin" \
+        > "$d/moe-cpu-sim.out" 2>&1 || { tail -n 20 "$d/moe-cpu-sim.out"; echo "cuda-emu: moe cpu-sim run FAILED"; exit 1; }
+    same moe-cpu-sim " (cpu-sim, the CPU kernels on host memory)" moe
     ;;
 esac
 case " $parts " in *" gpu-check "*)
@@ -161,7 +191,7 @@ case " $parts " in *" gpu-check "*)
     # 16 thin layers: a quarter of none's peak is above the smallest budget; the replay's model
     # fits the stand-in's 512 MiB
     OUT="$d/gpu-check" LD_LIBRARY_PATH="$d" FAKE_CUDA_MIB=512 GPU_CHECK_FORCE=1 GPU_CHECK_BUILD="$b" \
-        GPU_CHECK_CLI="$b/smartswap-cuda-emu" GPU_CHECK_LIMIT_SCALE=10 GPU_CHECK_STAGES="alloc trainer replay" GPU_CHECK_TRAIN_BF16=1 \
+        GPU_CHECK_CLI="$b/smartswap-cuda-emu" GPU_CHECK_LIMIT_SCALE=10 GPU_CHECK_STAGES="alloc trainer replay" GPU_CHECK_TRAIN_BF16=1 GPU_CHECK_TRAIN_MOE=1 \
         GPU_CHECK_TRAIN_ARGS="--layers 16 --hidden 32 --heads 4 --kv-heads 1 --ffn 64 --seq 64 --batch 16 --steps 4" \
         GPU_CHECK_REPLAY_ARGS="--layers 4 --hidden 256 --heads 4 --ffn 688 --vocab 1024 --batch 4 --seq 512" \
         GPU_CHECK_REPLAY_BUDGET=96MiB GPU_CHECK_REPLAY_HOST=64MiB bash bench/gpu-check.sh --quick > "$d/gpu-check.out" 2>&1 ||

@@ -348,9 +348,11 @@ int cmd_train(int argc, char **argv) {
             cli_error(CMD, NULL, "--device %s: CUDA: %s", fl.device, why);
             return 1;
         }
-        if (c->moe_experts) {
-            cli_error(CMD, "use --device cpu-sim for MoE, or drop --experts", "--device %s: the MoE layers run on the "
-                      "CPU kernels only (their routing is host data)", fl.device);
+        /* a routing makes up to E + E/2 expert runs; the cuda combine takes a bounded number */
+        if (c->moe_experts && ops->moe_runs_max && c->moe_experts + c->moe_experts / 2 > ops->moe_runs_max) {
+            cli_error(CMD, "use fewer experts, or --device cpu-sim",
+                      "--moe %d: on --device %s at most %d experts (%d expert runs, the combine kernel's limit)",
+                      c->moe_experts, fl.device, (2 * ops->moe_runs_max + 1) / 3, ops->moe_runs_max);
             return 2;
         }
     }

@@ -166,8 +166,8 @@ void kc_adamw(float *p, float *m, float *v, const float *g, size_t n, float lr, 
     LAUNCH(aw, p, m, v, g, n, lr, b1, b2, eps, wd, t);
 }
 
-/* MoE: the trainer refuses it on cuda (its routing is host data); here for the table's link,
- * run in place after the stream drains */
+/* MoE: run in place after the stream drains (the ye / dye tables are the caller's host arrays,
+ * read at once as the real launchers read them) */
 static void drain(void) { note(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize"); }
 void kc_moe_route_fwd(float *probs, float *wts, int *idx, const float *logits, int M, int E, int K) {
     drain();
