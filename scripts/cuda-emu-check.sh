@@ -24,11 +24,12 @@
 # equal its none bit for bit, and so must cpu-sim's bf16 run (the CPU table, where the model
 # widens the operands itself: the two paths give the same bits). It also checks that without a GPU `train --device cuda` fails in one line naming
 # CUDA with exit 1 (the real CLI on this machine's missing driver, and the stand-in with
-# FAKE_CUDA_DEVICES=0).
+# FAKE_CUDA_DEVICES=0). Last, MoE (--moe 4:2 --seq 32:64) on the cuda device: recompute,
+# offload-all and smartswap equal its none bit for bit, and so does cpu-sim's run.
 # Part "gpu-check" (about 40 s; in the default list, not in .ci/run's) runs bench/gpu-check.sh
 # --quick on the same stand-in (GPU_CHECK_FORCE=1, the build given, build/smartswap-cuda-emu as
 # the CLI, small shapes, limits x10): its alloc, trainer (none twice, recompute, smartswap at a
-# quarter of none's peak, bit-identical; and the bf16 pair) and replay stages and summary table; the device and
+# quarter of none's peak, bit-identical; the bf16 pair and the MoE pair) and replay stages and summary table; the device and
 # kernels stages' programs are the parts "device" and "kernels".
 #   sh scripts/cuda-emu-check.sh [dir]      (default /tmp/smartswap-cuda-emu)
 #   CUDA_EMU_PARTS="device", "train", "kernels" or "gpu-check" runs one part (several: "device train");
