@@ -245,6 +245,10 @@ st_kernels() {
 
 # the totals line's key=value
 tot() { grep '^totals:' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
+# identical A B: the runs with files A.jsonl/A.w and B.jsonl/B.w logged the same losses (their
+# exact hex) and saved the same weights, bit for bit
+losses() { python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" "$1"; }
+identical() { cmp -s <(losses "$1.jsonl") <(losses "$2.jsonl") && cmp -s "$1.w" "$2.w"; }
 
 st_trainer() {
     local args=$train_args t="$work/train"
@@ -272,9 +276,7 @@ st_trainer() {
         $CLI train --device $DEV $args $flags --quiet \
             --log $t-$m.jsonl --save-weights $t-$m.w > $t-$m.txt 2>&1 || { cat $t-$m.txt; echo "mode $m failed"; rc=1; continue; }
         cat $t-$m.txt
-        if cmp -s <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-none.jsonl) \
-                  <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-$m.jsonl) &&
-           cmp -s $t-none.w $t-$m.w; then
+        if identical $t-none $t-$m; then
             echo "$m: losses ($steps steps) and weights bit-identical to none"
         else
             echo "$m: DIFFERS from none"; rc=1
@@ -295,9 +297,7 @@ st_trainer() {
         done
         grep -m1 "kernels  " $t-b16-none.txt
         grep -q "^  dtype    bf16 activations" $t-b16-none.txt || { echo "bf16 none: no bf16 activations in its configuration"; ok=0; }
-        if [ $ok = 1 ] && cmp -s <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-b16-none.jsonl) \
-                  <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-b16-smartswap.jsonl) &&
-           cmp -s $t-b16-none.w $t-b16-smartswap.w; then
+        if [ $ok = 1 ] && identical $t-b16-none $t-b16-smartswap; then
             echo "bf16 smartswap: losses and weights bit-identical to bf16 none"
         else
             echo "bf16 smartswap: DIFFERS from bf16 none (or a run failed)"; ok=0
@@ -322,9 +322,7 @@ st_trainer() {
         [ $mok = 1 ] && { $CLI train --device $DEV $train_moe_args --mode smartswap --budget $mbudget --quiet \
             --log $t-moe-smartswap.jsonl --save-weights $t-moe-smartswap.w > $t-moe-smartswap.txt 2>&1 ||
             { cat $t-moe-smartswap.txt; echo "moe smartswap failed"; mok=0; }; }
-        if [ $mok = 1 ] && cmp -s <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-moe-none.jsonl) \
-                  <(python3 -c "import json,sys;[print(json.loads(l)['loss_hex']) for l in open(sys.argv[1])]" $t-moe-smartswap.jsonl) &&
-           cmp -s $t-moe-none.w $t-moe-smartswap.w; then
+        if [ $mok = 1 ] && identical $t-moe-none $t-moe-smartswap; then
             echo "moe smartswap: losses and weights bit-identical to moe none (budget $mbudget bytes, a quarter of $mpeak)"
         else
             echo "moe smartswap: DIFFERS from moe none (or a run failed)"; mok=0
@@ -377,7 +375,7 @@ st_torch() {
     echo "note: gpu-torch.sh passed"
 }
 
-export -f st_build st_device st_alloc st_kernels st_trainer st_replay st_torch run_test tot
+export -f st_build st_device st_alloc st_kernels st_trainer st_replay st_torch run_test tot losses identical
 export B CLI DEV quick work gpu train_args train_bf16 train_moe train_moe_args replay_shape replay_budget replay_host
 
 stage build "$lim_build" 0
