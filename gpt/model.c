@@ -602,6 +602,19 @@ static gpt_tensor *op_attention(gpt_model *m, gpt_tensor *q, gpt_tensor *k, gpt_
     return y;
 }
 
+/* y = k(a, b) elementwise (add, swiglu), a piece at a time (piece(): bf16 tensors widen each
+ * piece into scratch and round the result back) */
+static void binary_pieces(gpt_model *m, void (*k)(float *, const float *, const float *, size_t), gpt_tensor *y,
+                          const gpt_tensor *a, const gpt_tensor *b) {
+    for (size_t o = 0, ch = piece(m, y->n); o < y->n && !m->err; o += ch) {
+        size_t len = y->n - o < ch ? y->n - o : ch;
+        const float *ai = in32p(m, at(a, a->buf->ptr, o), len, a->b16), *bi = in32p(m, at(b, b->buf->ptr, o), len, b->b16);
+        float *yo = out32p(m, (void *)at(y, y->buf->ptr, o), len, y->b16);
+        if (ai && bi && yo) k(yo, ai, bi, len);
+        scr_done(m);
+    }
+}
+
 /* y = silu(g) * u, the shape of g: (B,T,F) or (n,F); saves g, u */
 static gpt_tensor *op_swiglu(gpt_model *m, gpt_tensor *g, gpt_tensor *u, const char *name, int layer,
                              uint64_t site) {
@@ -609,13 +622,7 @@ static gpt_tensor *op_swiglu(gpt_model *m, gpt_tensor *g, gpt_tensor *u, const c
     report_op(m, OP_SWIGLU, site, 0);
     gpt_tensor *y = new_act(m, name, layer, g->ndim, g->shape[0], g->shape[1], g->shape[2], 0);
     if (!y) return NULL;
-    for (size_t o = 0, ch = piece(m, y->n); o < y->n && !m->err; o += ch) {
-        size_t len = y->n - o < ch ? y->n - o : ch;
-        const float *gi = in32p(m, at(g, g->buf->ptr, o), len, g->b16), *ui = in32p(m, at(u, u->buf->ptr, o), len, u->b16);
-        float *yo = out32p(m, (void *)at(y, y->buf->ptr, o), len, y->b16);
-        if (gi && ui && yo) m->ops->swiglu_fwd(yo, gi, ui, len);
-        scr_done(m);
-    }
+    binary_pieces(m, m->ops->swiglu_fwd, y, g, u);
     y->rc_kind = RC_SWIGLU; y->rc_in[0] = g; y->rc_in[1] = u; y->rc_op[0] = (uint32_t)(m->stats.ops - 1); y->rc_nop = 1;
     gpt_node *n = push_node(m, OP_SWIGLU, layer, site);
     if (n) { n->in[0] = g; n->in[1] = u; n->out = y; save(m, n, g); save(m, n, u); }
@@ -629,13 +636,7 @@ static gpt_tensor *op_add(gpt_model *m, gpt_tensor *a, gpt_tensor *b, const char
     report_op(m, OP_ADD, site, 0);
     gpt_tensor *y = new_act(m, name, layer, 3, m->B, m->T, m->cfg.hidden, 0);
     if (!y) return NULL;
-    for (size_t o = 0, ch = piece(m, y->n); o < y->n && !m->err; o += ch) {
-        size_t len = y->n - o < ch ? y->n - o : ch;
-        const float *ai = in32p(m, at(a, a->buf->ptr, o), len, a->b16), *bi = in32p(m, at(b, b->buf->ptr, o), len, b->b16);
-        float *yo = out32p(m, (void *)at(y, y->buf->ptr, o), len, y->b16);
-        if (ai && bi && yo) m->ops->add_fwd(yo, ai, bi, len);
-        scr_done(m);
-    }
+    binary_pieces(m, m->ops->add_fwd, y, a, b);
     gpt_node *n = push_node(m, OP_ADD, layer, site);
     if (n) { n->in[0] = a; n->in[1] = b; n->out = y; }
     return y;

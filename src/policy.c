@@ -141,7 +141,7 @@ static void ctx_free(ctx *k) {
     ssi_sim_result_free(&k->base);
 }
 
-static ssi_sim_config sim_cfg(const ssi_policy_config *c, uint64_t budget) {
+ssi_sim_config ssi_policy_sim_config(const ssi_policy_config *c, uint64_t budget) {
     ssi_sim_config s;
     memset(&s, 0, sizeof s);
     s.budget_bytes = budget;
@@ -258,7 +258,7 @@ ss_status ssi_policy_floor(const ss_profile *p, const ssi_policy_config *c, uint
 /* The unplanned run (no budget), for the allocator's reserved peak; run once, when needed. */
 static ss_status ctx_base(ctx *k) {
     if (k->have_base) return SS_OK;
-    ssi_sim_config sc = sim_cfg(k->cfg, 0);
+    ssi_sim_config sc = ssi_policy_sim_config(k->cfg, 0);
     sc.record_ops = 0;
     ss_status st = ssi_sim_run(k->p, NULL, &sc, &k->base, NULL, 0);
     if (!st) k->have_base = 1;
@@ -667,7 +667,7 @@ static ss_status plan_with(ctx *k, uint64_t B, attempt *out, int strategy) {
                    : k->cfg->segment_bytes ? k->cfg->segment_bytes : (2u << 20);
     uint64_t target = B, fit_oom = B, step = 0;
     ss_status st = SS_OK;
-    ssi_sim_config sc = sim_cfg(k->cfg, B ? B : 1);
+    ssi_sim_config sc = ssi_policy_sim_config(k->cfg, B ? B : 1);
     for (int tries = 0; tries < 8; tries++) {
         run r;
         if ((st = select_at(k, target, &r, strategy))) { run_free(&r); break; }
@@ -818,7 +818,7 @@ static ss_status prune(ctx *k, uint64_t B, int probes, ss_plan **kept, ssi_sim_r
         }
         ss_plan *np = NULL;
         if ((st = build_plan(k, &r, B, &np))) break;
-        ssi_sim_config sc = sim_cfg(k->cfg, B);
+        ssi_sim_config sc = ssi_policy_sim_config(k->cfg, B);
         ssi_sim_result sr;
         if ((st = ssi_sim_run(k->p, np, &sc, &sr, NULL, 0))) { ssi_plan_free(np); break; }
         plan_predict(k, np, &sr, 1);
@@ -961,7 +961,7 @@ ss_status ssi_policy_plan(const ss_profile *p, const ssi_policy_config *c, ss_pl
              * that fits; keep it if it also runs under this budget */
             attempt b;
             if ((st = plan_at(&k, mb, &b))) { attempt_free(&a); ctx_free(&k); return st; }
-            ssi_sim_config sc = sim_cfg(c, B);
+            ssi_sim_config sc = ssi_policy_sim_config(c, B);
             ssi_sim_result sr;
             if ((st = ssi_sim_run(p, b.plan, &sc, &sr, NULL, 0))) {
                 attempt_free(&b); attempt_free(&a); ctx_free(&k); return st;

@@ -83,6 +83,11 @@ ss_status ssi_policy_plan(const ss_profile *p, const ssi_policy_config *c, ss_pl
 ss_status ssi_policy_floor(const ss_profile *p, const ssi_policy_config *c, uint64_t *out, uint32_t *op,
                            char *err, size_t err_len);
 
+/* The simulator's configuration with which the planner verifies a plan for config c under
+ * budget (its links, segments or granules, persistent tensors, time model; ops recorded): what
+ * a caller checking a plan's predicted step or peak runs it with. */
+ssi_sim_config ssi_policy_sim_config(const ssi_policy_config *c, uint64_t budget);
+
 /* The stage machine's plan hook: user is a const ssi_policy_config *. Same results as
  * ssi_policy_plan without the report. */
 ss_status ssi_policy_hook(void *user, const ss_profile *p, ss_plan **out);

@@ -1389,9 +1389,15 @@ typedef struct save_tally {
     int layer[512], n, dup;
 } save_tally;
 
-static void st_begin(void *u, int step) { save_tally *t = u; t->inner.iter_begin(t->inner.user, step); }
-static void st_end(void *u) { save_tally *t = u; t->inner.iter_end(t->inner.user); }
-static void st_op(void *u, const char *nm, uint64_t site) { save_tally *t = u; t->inner.op(t->inner.user, nm, site); }
+/* Hooks that watch saves and pass every call on to `inner`, the first member of their state
+ * (save_tally, dtype_tally): the calls they do not watch. */
+static void fw_begin(void *u, int step) { gpt_hooks *in = u; in->iter_begin(in->user, step); }
+static void fw_end(void *u) { gpt_hooks *in = u; in->iter_end(in->user); }
+static void fw_op(void *u, const char *nm, uint64_t site) { gpt_hooks *in = u; in->op(in->user, nm, site); }
+static int fw_load(void *u, uint64_t h, void **p) { gpt_hooks *in = u; return in->load(in->user, h, p); }
+static void fw_release(void *u, uint64_t h) { gpt_hooks *in = u; in->release(in->user, h); }
+static const char *fw_error(void *u) { gpt_hooks *in = u; return in->error(in->user); }
+
 static int st_save(void *u, gpt_buf *b, const gpt_save_info *in, uint64_t *h) {
     save_tally *t = u;
     int k = 0;
@@ -1400,9 +1406,6 @@ static int st_save(void *u, gpt_buf *b, const gpt_save_info *in, uint64_t *h) {
     else t->dup++;
     return t->inner.save(t->inner.user, b, in, h);
 }
-static int st_load(void *u, uint64_t h, void **p) { save_tally *t = u; return t->inner.load(t->inner.user, h, p); }
-static void st_release(void *u, uint64_t h) { save_tally *t = u; t->inner.release(t->inner.user, h); }
-static const char *st_error(void *u) { save_tally *t = u; return t->inner.error(t->inner.user); }
 
 /* One step of c; *largest: the largest saved buffer, *layer_bytes: the mean saved bytes of one
  * layer (distinct buffers, as memory holds them). */
@@ -1417,7 +1420,7 @@ static int saved_shape(const gpt_config *c, uint64_t *largest, uint64_t *layer_b
     static save_tally t;
     memset(&t, 0, sizeof t);
     t.inner = gpt_hooks_keep(&keep);
-    gpt_hooks h = {&t, st_begin, st_end, st_op, st_save, st_load, st_release, st_error, NULL, NULL, NULL};
+    gpt_hooks h = {&t, fw_begin, fw_end, fw_op, st_save, fw_load, fw_release, fw_error, NULL, NULL, NULL};
     int rc = gpt_model_init(&m, c, &mem, &h, GPT_MODE_NONE, GOLDEN_SEED);
     gpt_data_from_memory(&data, text, sizeof text - 1, "test text", err, sizeof err);
     int *tok = malloc(sizeof(int) * c->batch * c->seq), *tgt = malloc(sizeof(int) * c->batch * c->seq);
@@ -1475,9 +1478,6 @@ typedef struct dtype_tally {
     uint64_t  bytes[2], saves[2], bad;
 } dtype_tally;
 
-static void dt_begin(void *u, int step) { dtype_tally *t = u; t->inner.iter_begin(t->inner.user, step); }
-static void dt_end(void *u) { dtype_tally *t = u; t->inner.iter_end(t->inner.user); }
-static void dt_op(void *u, const char *nm, uint64_t site) { dtype_tally *t = u; t->inner.op(t->inner.user, nm, site); }
 static int dt_save(void *u, gpt_buf *b, const gpt_save_info *in, uint64_t *h) {
     dtype_tally *t = u;
     uint64_t el = 1;
@@ -1488,9 +1488,6 @@ static int dt_save(void *u, gpt_buf *b, const gpt_save_info *in, uint64_t *h) {
     t->saves[bf]++;
     return t->inner.save(t->inner.user, b, in, h);
 }
-static int dt_load(void *u, uint64_t h, void **p) { dtype_tally *t = u; return t->inner.load(t->inner.user, h, p); }
-static void dt_release(void *u, uint64_t h) { dtype_tally *t = u; t->inner.release(t->inner.user, h); }
-static const char *dt_error(void *u) { dtype_tally *t = u; return t->inner.error(t->inner.user); }
 
 /* Mode none for `steps` steps of c on cpu-sim with every call reported to a smartswap context
  * (gpt_hooks_ssprof: the context sees each save's type), through dtype_tally: none's largest
@@ -1501,7 +1498,7 @@ static int bf16_profile(const gpt_config *c, int steps, uint64_t *act_peak, uint
     if (vr_open(&r, c, &s, GPT_MODE_NONE, 0)) return 1;
     memset(t, 0, sizeof *t);
     t->inner = r.model.hooks;
-    r.model.hooks = (gpt_hooks){t, dt_begin, dt_end, dt_op, dt_save, dt_load, dt_release, dt_error, NULL, NULL, NULL};
+    r.model.hooks = (gpt_hooks){t, fw_begin, fw_end, fw_op, dt_save, fw_load, fw_release, fw_error, NULL, NULL, NULL};
     *act_peak = *saved = 0;
     int rc = 0;
     for (int st = 0; st < steps && !rc; st++) {

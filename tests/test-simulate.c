@@ -208,12 +208,7 @@ static void t_hybrid_spans(void) {
               hr.chosen, shared);
     free(at);
     /* the prediction is the simulator's for the plan's entries */
-    ssi_sim_config sc;
-    memset(&sc, 0, sizeof sc);
-    sc.budget_bytes = pc.budget_bytes;
-    sc.d2h_bps = pc.d2h_bps;
-    sc.h2d_bps = pc.h2d_bps;
-    sc.time = pc.time;
+    ssi_sim_config sc = ssi_policy_sim_config(&pc, pc.budget_bytes);
     ssi_sim_result sr;
     CHECK_OK(ssi_sim_run(p, pl, &sc, &sr, err, sizeof err));
     CHECK_NEAR(sr.iter_s, pl->iter_s, 1e-9 * pl->iter_s);
