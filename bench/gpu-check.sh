@@ -72,7 +72,7 @@ for s in $want; do
     case " $all_stages " in *" $s "*) ;; *) echo "gpu-check: GPU_CHECK_STAGES: unknown stage '$s' (the stages: $all_stages)" >&2; exit 2 ;; esac
 done
 B=${GPU_CHECK_BUILD:-build-gpu}
-CLI=${GPU_CHECK_CLI:-./$B/smartswap}
+CLI=${GPU_CHECK_CLI:-$B/smartswap}
 DEV=${GPU_CHECK_DEVICE:-cuda}
 # the trainer's shapes: activations well above state + one operator's working set, so a quarter
 # of none's peak trains in both modes (on cpu-sim, 2026-12-02: quick: none's peak 197 MiB, a
@@ -221,26 +221,26 @@ st_build() {
 
 st_device() {
     local rc=0 out
-    out=$(./$B/tests/test-device 2>&1) || rc=1
+    out=$($B/tests/test-device 2>&1) || rc=1
     printf '%s\n' "$out" | tail -n 40
     printf '%s\n' "$out" | grep -q -- '--- conformance: cuda' || { echo "no cuda conformance run"; rc=1; }
     printf '%s\n' "$out" | grep -q '^skip' && { echo "the cuda conformance tests were skipped"; rc=1; }
-    run_test ./$B/tests/test-device-cuda || rc=1
-    SMARTSWAP_TEST_EXPECT_VM=1 run_test ./$B/tests/test-device-cuda-vm || rc=1
+    run_test $B/tests/test-device-cuda || rc=1
+    SMARTSWAP_TEST_EXPECT_VM=1 run_test $B/tests/test-device-cuda-vm || rc=1
     local ov
-    ov=$(./$B/tests/test-device-cuda 2>&1 | grep -m1 'copy .* alone' | sed 's/^ *//')
+    ov=$($B/tests/test-device-cuda 2>&1 | grep -m1 'copy .* alone' | sed 's/^ *//')
     echo "note: ${ov:-overlap figures missing}"
     exit $rc
 }
 
 st_alloc() {
-    SMARTSWAP_TEST_DEVICE=cuda run_test ./$B/tests/test-alloc-device || exit 1
+    SMARTSWAP_TEST_DEVICE=cuda run_test $B/tests/test-alloc-device || exit 1
     echo "note: allocator and host pool on cuda"
 }
 
 st_kernels() {
-    run_test ./$B/tests/test-gpt-cuda || exit 1
-    echo "note: $(./$B/tests/test-gpt-cuda 2>&1 | tail -n 1)"
+    run_test $B/tests/test-gpt-cuda || exit 1
+    echo "note: $($B/tests/test-gpt-cuda 2>&1 | tail -n 1)"
 }
 
 # the totals line's key=value

@@ -137,15 +137,7 @@ static void t_exact_vs_sim(void) {
                 CHECK_OK(ssi_policy_plan(p, &pc, &plan, &prep, err, sizeof err));
                 if (!plan) continue;
             }
-            ssi_sim_config sc;
-            memset(&sc, 0, sizeof sc);
-            sc.budget_bytes = pc.budget_bytes;
-            sc.d2h_bps = pc.d2h_bps;
-            sc.h2d_bps = pc.h2d_bps;
-            sc.copy_latency_s = pc.copy_latency_s;
-            sc.segment_bytes = SEG;
-            sc.granule_bytes = G;
-            sc.time = pc.time;
+            ssi_sim_config sc = ssi_policy_sim_config(&pc, pc.budget_bytes);   /* the planner's own */
             ssi_sim_result sr;
             CHECK_OK(ssi_sim_run(p, plan, &sc, &sr, err, sizeof err));
             CHECK_EQ_U64(sr.alloc.granule_bytes, G);
