@@ -156,36 +156,7 @@ out:
     return st;
 }
 
-ss_status ssi_ctx_sync_names(ss_ctx_t *ctx, ss_profile *p, uint32_t upto) {
-    uint32_t nn = atomic_load_explicit(&ctx->nnames, memory_order_relaxed);
-    if (upto > nn) return SS_ERR_INVALID;
-    while (p->nnames < upto) {
-        uint32_t id;
-        ss_status st = ssi_profile_intern(p, ctx->names[p->nnames], &id);
-        if (st) return st;
-    }
-    return SS_OK;
-}
-
 /* ---- memory accounting ---------------------------------------------------------------------- */
-
-uint64_t ssi_ctx_mem_now(ss_ctx_t *ctx) {
-    uint64_t base = 0, saved0 = 0, swapped0 = 0;
-    if (ctx->mem_reported) {
-        base = ctx->mem_rep;
-        saved0 = ctx->mem_rep_saved;
-        swapped0 = ctx->mem_rep_swapped;
-    } else if (ctx->alloc) {
-        ss_alloc_stats as;
-        if (ss_alloc_get_stats(ctx->alloc, &as) == SS_OK) {
-            base = as.in_use_bytes;
-            saved0 = ctx->saved_live;
-            swapped0 = ctx->swapped;
-        }
-    }
-    int64_t v = (int64_t)(base + swapped0) + ((int64_t)ctx->saved_live - (int64_t)saved0);
-    return v < 0 ? 0 : (uint64_t)v;
-}
 
 ss_status ss_ctx_set_mem(ss_ctx_t *ctx, uint64_t bytes_in_use) {
     SS_CHECK_ARG(!ctx, "ss_ctx_set_mem: ctx is NULL");

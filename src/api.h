@@ -161,10 +161,5 @@ ss_status ssi_ctx_push_action(ss_ctx_t *ctx, uint32_t kind, uint64_t handle, uin
 ss_status ssi_ctx_set_planner(ss_ctx_t *ctx, const ssi_planner *pl);
 /* The handle entry for a handle value, or NULL if not live (lock held). */
 ssi_handle *ssi_ctx_handle(ss_ctx_t *ctx, uint64_t handle);
-/* Unconstrained device bytes in use now (lock held): see ss_ctx_set_mem. */
-uint64_t ssi_ctx_mem_now(ss_ctx_t *ctx);
-/* Interns names [p->nnames, upto) of the context into p so that profile name ids equal the
- * context's (lock held). */
-ss_status ssi_ctx_sync_names(ss_ctx_t *ctx, ss_profile *p, uint32_t upto);
 
 #endif /* SS_API_H */

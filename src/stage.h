@@ -58,6 +58,12 @@ typedef struct ssi_handle ssi_handle;
  * rec_save: the save with ordinal `ord` (must be the next tensor index) produced by `op`.
  * rec_use / rec_release: a load / release of tensor ord at operator op.
  * rec_finish: closes the last operator, sets hash, signature and time, and finalizes. */
+/* profile.c, for the recording, the stage machine and api-plans.c (lock held):
+ * ctx_mem_now: unconstrained device bytes in use now (see ss_ctx_set_mem);
+ * ctx_sync_names: interns names [p->nnames, upto) of the context into p so that profile name
+ * ids equal the context's. */
+uint64_t  ssi_ctx_mem_now(ss_ctx_t *ctx);
+ss_status ssi_ctx_sync_names(ss_ctx_t *ctx, ss_profile *p, uint32_t upto);
 ss_status ssi_rec_start(ss_ctx_t *ctx);
 ss_status ssi_rec_op(ss_ctx_t *ctx, uint32_t id, uint64_t site);
 ss_status ssi_rec_save(ss_ctx_t *ctx, uint32_t ord, uint32_t op, const ssi_handle *hd);
