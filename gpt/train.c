@@ -74,9 +74,15 @@ int gpt_eval_step(gpt_model *m, const gpt_data *d, const gpt_schedule *s, int k,
 typedef struct mb_rec {
     void    *ptr;
     uint64_t charged;
-    uint64_t gran;          /* granule mode: the granules the allocator's rule counts for it */
+    uint64_t gran;          /* granule mode, a large block: the granules the allocator's rule counts for it */
+    uint32_t cls;           /* granule mode, a small block: its size class (slots per granule) */
     int      kind, saves, last_op;
 } mb_rec;
+
+/* Granule mode: the small blocks of one size class (docs/allocator.md "Small blocks share
+ * granules"): live, saved and >= min_swap, pinned by the current operator; peak: the most live
+ * since the class last had none. */
+typedef struct mb_cls { uint64_t live, swap, pin, peak; } mb_cls;
 
 typedef struct mb_probe {
     uint64_t live;          /* non-state bytes live */
@@ -92,11 +98,15 @@ typedef struct mb_probe {
     gpt_mem *mem;
     int      drop;          /* the hybrid's probe: every rebuildable save dropped (and rebuilt) */
     /* Granule mode (G > 0): the same accounting in the allocator's out-of-memory rule's units
-     * (docs/allocator.md): a block below G (small pool) holds one granule of its own at worst,
-     * whatever shares it; a larger one ceil(bytes / G) (it starts at a granule boundary and no
-     * other block starts in its last granule). */
-    uint64_t G;
+     * (docs/allocator.md): a block of G or more ceil(bytes / G) (it starts at a granule boundary
+     * and no other block starts in its last granule: live_g ..); the small pool's granules
+     * class by class (cls: a class's granules fill before it takes another, so they are at most
+     * ceil(peak / slots), and at most one per block that must stay resident). */
+    uint64_t G, route_unit;
     uint64_t live_g, swappable_g, pinned_g, peak_g;
+    mb_cls  *cls;           /* [G / 256 + 1] */
+    uint32_t *used;         /* the classes met, nused of them */
+    size_t   nused;
     int      peak_g_op, peak_g_bwd;
     const char *peak_g_name;
     char     err[160];
@@ -112,14 +122,24 @@ static void mb_note(mb_probe *p) {
     uint64_t need = p->live - away;
     if (need > p->peak) { p->peak = need; p->peak_op = p->op; p->peak_name = p->name; p->peak_bwd = p->bwd; }
     uint64_t need_g = p->live_g - (p->swappable_g - p->pinned_g);
+    for (size_t i = 0; i < p->nused; i++) {
+        const mb_cls *k = &p->cls[p->used[i]];
+        uint64_t must = k->live - (k->swap - k->pin), fill = (k->peak + p->used[i] - 1) / p->used[i];
+        need_g += must < fill ? must : fill;
+    }
     if (need_g > p->peak_g) { p->peak_g = need_g; p->peak_g_op = p->op; p->peak_g_name = p->name; p->peak_g_bwd = p->bwd; }
 }
 
-/* The granules the out-of-memory rule counts for a block of `charged` bytes (granule mode). */
+/* The granules the out-of-memory rule counts for a large block of `charged` bytes (granule
+ * mode; 0 for a small one, counted by its class). */
 static uint64_t mb_gran(const mb_probe *p, uint64_t charged) {
-    if (!p->G) return 0;
-    return charged < p->G ? 1 : (charged + p->G - 1) / p->G;
+    if (!p->G || charged < p->G) return 0;
+    return (charged + p->G - 1) / p->G;
 }
+
+/* A small block's class (granule mode; 0: none) and its counts: field f of r's class += d. */
+static uint32_t mb_class(const mb_probe *p, uint64_t charged) { return p->G && charged < p->G ? (uint32_t)(p->G / charged) : 0; }
+#define MB_CLS(p, r, f, d) do { if ((r)->cls) (p)->cls[(r)->cls].f += (uint64_t)(d); } while (0)
 
 static int mb_alloc(void *user, size_t bytes, int kind, void **ptr, void **impl, char *err, size_t errlen) {
     mb_probe *p = user;
@@ -136,7 +156,21 @@ static int mb_alloc(void *user, size_t bytes, int kind, void **ptr, void **impl,
     r->last_op = -1;
     *ptr = r->ptr;
     *impl = r;
-    if (!mb_state_kind(kind)) { p->live += ch; p->live_g += r->gran; mb_note(p); }
+    if (!mb_state_kind(kind)) {
+        r->cls = mb_class(p, ch);
+        if (r->cls) {
+            mb_cls *k = &p->cls[r->cls];
+            if (!k->live && !k->peak) {
+                size_t i = 0;
+                while (i < p->nused && p->used[i] != r->cls) i++;
+                if (i == p->nused) p->used[p->nused++] = r->cls;
+            }
+            if (++k->live > k->peak) k->peak = k->live;
+        }
+        p->live += ch;
+        p->live_g += r->gran;
+        mb_note(p);
+    }
     return 0;
 }
 static int mb_alloc0(void *user, size_t bytes, void **ptr, void **impl, char *err, size_t errlen) {
@@ -147,13 +181,22 @@ static void mb_free(void *user, void *ptr, void *impl) {
     mb_rec *r = impl;
     (void)ptr;
     if (!r) return;
-    if (!mb_state_kind(r->kind)) { p->live -= r->charged; p->live_g -= r->gran; }
+    if (!mb_state_kind(r->kind)) {
+        p->live -= r->charged;
+        p->live_g -= r->gran;
+        MB_CLS(p, r, live, -1);
+        if (r->cls && !p->cls[r->cls].live) p->cls[r->cls].peak = 0;   /* its granules went back */
+    }
     free(r->ptr);
     free(r);
 }
 
 static void mb_touch(mb_probe *p, mb_rec *r) {
-    if (r->charged >= p->min_swap && r->last_op != p->op) { p->pinned += r->charged; p->pinned_g += r->gran; }
+    if (r->charged >= p->min_swap && r->last_op != p->op) {
+        p->pinned += r->charged;
+        p->pinned_g += r->gran;
+        MB_CLS(p, r, pin, 1);
+    }
     r->last_op = p->op;
 }
 
@@ -165,6 +208,7 @@ static void mb_op(void *u, const char *name, uint64_t site) {
     p->op++;
     p->pinned = 0;
     p->pinned_g = 0;
+    for (size_t i = 0; i < p->nused; i++) p->cls[p->used[i]].pin = 0;
     p->name = name;
     size_t n = strlen(name);
     p->bwd = n > 4 && !strcmp(name + n - 4, "_bwd");
@@ -180,7 +224,8 @@ static uint64_t mb_host(const mb_probe *p, const gpt_buf *buf, uint64_t charged)
     uint64_t per = moe ? (uint64_t)((p->moe_e + p->moe_k - 1) / p->moe_k) : 0;
     /* granule mode: the model's routing slack is in granules (gpt_model.moe_route_unit); the
      * host copy is the same whatever the device's unit, so count the 256-byte slack only */
-    if (moe && p->G > GPT_MEM_ALIGN && charged > per * (p->G - GPT_MEM_ALIGN)) charged -= per * (p->G - GPT_MEM_ALIGN);
+    uint64_t u = p->route_unit;
+    if (moe && u > GPT_MEM_ALIGN && charged > per * (u - GPT_MEM_ALIGN)) charged -= per * (u - GPT_MEM_ALIGN);
     uint64_t c = ss_hostpool_class_bytes(charged);
     if (moe) c += (c + 3) / 4 + 4096ull * per;
     return c;
@@ -209,7 +254,11 @@ static int mb_save(void *u, gpt_buf *buf, const gpt_save_info *info, uint64_t *h
         p->host_live += mb_host(p, buf, r->charged);
         if (p->host_live > p->host_peak) p->host_peak = p->host_live;
     }
-    if (r->saves++ == 0 && r->charged >= p->min_swap) { p->swappable += r->charged; p->swappable_g += r->gran; }
+    if (r->saves++ == 0 && r->charged >= p->min_swap) {
+        p->swappable += r->charged;
+        p->swappable_g += r->gran;
+        MB_CLS(p, r, swap, 1);
+    }
     mb_touch(p, r);
     gpt_buf_ref(buf);
     p->slots[p->nslots++] = buf;
@@ -244,7 +293,8 @@ static void mb_release(void *u, uint64_t h) {
     if (--r->saves == 0 && r->charged >= p->min_swap) {
         p->swappable -= r->charged;
         p->swappable_g -= r->gran;
-        if (r->last_op == p->op) { p->pinned -= r->charged; p->pinned_g -= r->gran; }
+        MB_CLS(p, r, swap, -1);
+        if (r->last_op == p->op) { p->pinned -= r->charged; p->pinned_g -= r->gran; MB_CLS(p, r, pin, -1); }
     }
     gpt_buf_unref(p->mem, b);
     while (p->nslots && !p->slots[p->nslots - 1]) p->nslots--;
@@ -284,6 +334,27 @@ int gpt_min_budget_probe_hybrid(const gpt_config *c, const gpt_schedule *s, uint
     return 0;
 }
 
+/* The unit of the probe's routing slack (gpt_model.moe_route_unit: each forced per-expert buffer
+ * gets ceil(E/K) of them). Plain segments: 256 B. Granules of G: what real routing can add over
+ * the forced one, in granules (docs/trainer.md "The smallest budget"): it makes at most
+ * sum_e ceil(n_e / tile) run buffers of a kind (sum_e n_e = M*K, tile = gpt_moe_tile), fewer
+ * than E + M*K/tile <= E + E/2 (E when 2K >= E: tile = M, one run an expert), each rounded up by
+ * less than a granule, while the forced routing's nbuf = K * ceil(M/tile) buffers already hold
+ * the rows (a shorter sequence's fewer): so S = E (+ E/2) granules spread over the nbuf
+ * buffers, ceil(S / nbuf) granules each, cover it. */
+static uint64_t probe_route_unit(const gpt_config *c, int M, uint64_t G) {
+    int E = c->moe_experts, K = c->moe_topk;
+    if (!G || E < 1 || K < 1) return GPT_MEM_ALIGN;
+    int tile = gpt_moe_tile(M, E, K);
+    uint64_t nbuf = (uint64_t)K * (uint64_t)((M + tile - 1) / tile);
+    uint64_t S = (uint64_t)E + (2 * K >= E ? 0 : (uint64_t)E / 2);
+    uint64_t k = (S + nbuf - 1) / nbuf, per = (uint64_t)((E + K - 1) / K);
+    if (k < 1) k = 1;
+    /* ceil(E/K) units of at least k granules in all */
+    uint64_t u = (k * G + per - 1) / per;
+    return (u + GPT_MEM_ALIGN - 1) / GPT_MEM_ALIGN * GPT_MEM_ALIGN;
+}
+
 static int probe_run(const gpt_config *c, const gpt_schedule *s, int mode, int drop, uint64_t min_swap,
                      uint64_t unit, gpt_min_budget *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -305,6 +376,17 @@ static int probe_run(const gpt_config *c, const gpt_schedule *s, int mode, int d
     p.op = -1;
     p.name = "init";
     p.G = unit > GPT_MEM_ALIGN ? unit : 0;   /* a unit above 256 B is the allocator's granule */
+    p.route_unit = probe_route_unit(&pc, B * T, p.G);
+    if (p.G) {
+        p.cls = calloc((size_t)(p.G / GPT_MEM_ALIGN + 1), sizeof *p.cls);
+        p.used = calloc((size_t)(p.G / GPT_MEM_ALIGN + 1), sizeof *p.used);
+        if (!p.cls || !p.used) {
+            free(p.cls);
+            free(p.used);
+            snprintf(err, errlen, "out of host memory (probe)");
+            return 1;
+        }
+    }
     gpt_mem mem;
     gpt_mem_backend be = {"probe", &p, mb_alloc0, mb_free, NULL, mb_alloc};
     gpt_mem_init_backend(&mem, &be, 0);
@@ -323,7 +405,7 @@ static int probe_run(const gpt_config *c, const gpt_schedule *s, int mode, int d
         goto out;
     }
     m.moe_route_force = 1;
-    m.moe_route_unit = p.G ? (size_t)p.G : GPT_MEM_ALIGN;
+    m.moe_route_unit = (size_t)p.route_unit;
     float loss;
     int e = gpt_step_begin(&m, 0);
     if (!e) e = gpt_step_micro(&m, tok, tgt, B, T, 1.0f, &loss);
@@ -365,6 +447,8 @@ static int probe_run(const gpt_config *c, const gpt_schedule *s, int mode, int d
 out:
     for (size_t i = p.nslots; i > 0; i--) mb_release(&p, i);
     free(p.slots);
+    free(p.cls);
+    free(p.used);
     gpt_mem_destroy(&mem);
     free(tok);
     free(tgt);

@@ -62,11 +62,16 @@ typedef enum ss_lifetime {
 
 ss_alloc_config ss_alloc_config_default(void);
 
-/* The granule an allocator uses for option value `granule_bytes` (0: plain segments, returns 0)
- * under `budget` (after the device's clamp; 0: unbounded) on a device of `vm_granularity`
- * (caps.vm_granularity; measure mode: SS_ALLOC_ALIGN): raised to budget / 16384 (the kernel's
- * limit on mappings) and to a multiple of the device's unit, at most the budget. The trainer's
- * smallest budget counts in it (docs/trainer.md). */
+/* granule_bytes (and option `granule`) "auto": 64 KiB, halved while the
+ * budget holds fewer than 4096 granules, down to the device's unit or 4 KiB (docs/allocator.md
+ * "Which granule"). */
+#define SS_ALLOC_GRANULE_AUTO UINT64_MAX
+
+/* The granule an allocator uses for option value `granule_bytes` (0: plain segments, returns 0;
+ * SS_ALLOC_GRANULE_AUTO: the rule above) under `budget` (as given; 0: none, the auto rule's
+ * 64 KiB) on a device of `vm_granularity` (caps.vm_granularity; measure mode: SS_ALLOC_ALIGN):
+ * raised to budget / 16384 (the kernel's limit on mappings) and to a multiple of the device's
+ * unit, at most the budget. The trainer's smallest budget counts in it (docs/trainer.md). */
 uint64_t ss_alloc_granule_for(uint64_t granule_bytes, uint64_t budget, uint64_t vm_granularity);
 
 /* Called when the budget is exhausted after cached segments were released. It should make at

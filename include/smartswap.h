@@ -139,7 +139,8 @@ typedef struct ss_options {
     int      release_mode;       /* ss_release_mode */
     double   match_threshold;    /* fuzzy-match score needed, 0..1 */
     /* allocator */
-    uint64_t granule_bytes;      /* virtual-memory segments' granule; 0 = plain segments */
+    uint64_t granule_bytes;      /* virtual-memory segments' granule; 0 = plain segments;
+                                    SS_ALLOC_GRANULE_AUTO ("auto"): chosen from the budget */
 } ss_options;
 
 /* The built-in defaults. Thread-safe. */

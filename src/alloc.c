@@ -63,6 +63,8 @@ struct seg {
     int      pool;                /* POOL_* (0 in segment mode) */
     uint32_t *gref;               /* per granule: live or pending blocks touching it */
     uint8_t  *gmap;               /* per granule: mapped */
+    uint32_t *gcls;               /* small pool, per granule: its size class (slots per granule,
+                                     small_class) while a live or pending block touches it; 0: empty */
 };
 
 /* Pools (virtual-memory mode): small requests share granules; large ones start at a granule
@@ -89,7 +91,8 @@ struct ss_alloc {
     seg     *parked;              /* fully free segments set aside by ss_alloc_park (still the
                                      device's memory, in `reserved`), singly linked by next */
     uint64_t nparked, parked_bytes;
-    struct ss_block *roots[NPOOL];/* free treaps, one per pool */
+    struct ss_block *roots[NPOOL];/* free treaps, one per pool (the small pool's: sroots) */
+    struct ss_block **sroots;     /* small pool: one free treap per size class, [0]: empty granules */
     uint64_t nfree;
     ssi_rng  rng;
     /* block structs */
@@ -128,7 +131,12 @@ struct ss_alloc {
 static uint64_t round_up(uint64_t n, uint64_t m) { return (n + m - 1) / m * m; }
 static uint64_t bva(const struct ss_block *b) { return b->sg->va + b->off; }
 static int is_measure(const ss_alloc_t *a) { return a->dev == NULL; }
-static struct ss_block **rootp(ss_alloc_t *a, const struct ss_block *b) { return &a->roots[b->sg->pool]; }
+/* The class of the small-pool granule holding offset off of s (0: empty). */
+static uint32_t gcls_at(const ss_alloc_t *a, const seg *s, uint64_t off) { return s->gcls[off / a->G]; }
+static struct ss_block **rootp(ss_alloc_t *a, const struct ss_block *b) {
+    if (a->vm && b->sg->pool == POOL_SMALL) return &a->sroots[gcls_at(a, b->sg, b->off)];
+    return &a->roots[b->sg->pool];
+}
 static double clock_now(ss_alloc_t *a) { return a->dev ? ss_device_now(a->dev) : a->now; }
 
 static void lock(const ss_alloc_t *a) { pthread_mutex_lock((pthread_mutex_t *)&a->mu); }
@@ -263,13 +271,37 @@ static void gran_ref(ss_alloc_t *a, seg *s, uint64_t off, uint64_t size, int del
 
 /* Makes b (not in the treap, not free) a free block, coalescing with free neighbours. Stamps
  * merge to the latest completion. */
+static void merge_neighbours(ss_alloc_t *a, struct ss_block *b);
 static void release_block(ss_alloc_t *a, struct ss_block *b, int stamp, double t) {
     if (a->vm) gran_ref(a, b->sg, b->off, b->size, -1);
     b->has_stamp = (uint8_t)stamp;
     b->stamp = t;
     b->ev = NULL;
+    merge_neighbours(a, b);
+    if (a->vm && b->sg->pool == POOL_SMALL && !b->sg->gref[b->off / a->G] && gcls_at(a, b->sg, b->off)) {
+        /* the granule's last block went: the granule, now one free block, is empty again and
+         * merges with the empty granules beside it */
+        SS_ASSERT(b->off % a->G == 0 && b->size == a->G);
+        b->sg->gcls[b->off / a->G] = 0;
+        merge_neighbours(a, b);
+    }
+    free_insert(a, b);
+}
+
+/* Small pool: free neighbours merge only within one granule of a class, or when both are empty
+ * granules (so that a class's free slots stay in its granule and its treap). */
+static int mergeable(const ss_alloc_t *a, const struct ss_block *b, const struct ss_block *n) {
+    if (!n || n->state != B_FREE) return 0;
+    if (!a->vm || b->sg->pool != POOL_SMALL) return 1;
+    uint32_t cb = gcls_at(a, b->sg, b->off), cn = gcls_at(a, n->sg, n->off);
+    if (cb != cn) return 0;
+    return cb == 0 || b->off / a->G == n->off / a->G;
+}
+
+/* Merges b (not in the treap) with its mergeable free neighbours. */
+static void merge_neighbours(ss_alloc_t *a, struct ss_block *b) {
     struct ss_block *p = b->prev;
-    if (p && p->state == B_FREE) {
+    if (mergeable(a, b, p)) {
         free_remove(a, p);
         if (p->has_stamp && (!b->has_stamp || p->stamp > b->stamp)) { b->has_stamp = 1; b->stamp = p->stamp; }
         b->off = p->off;
@@ -279,7 +311,7 @@ static void release_block(ss_alloc_t *a, struct ss_block *b, int stamp, double t
         block_kill(a, p);
     }
     struct ss_block *n = b->next;
-    if (n && n->state == B_FREE) {
+    if (mergeable(a, b, n)) {
         free_remove(a, n);
         if (n->has_stamp && (!b->has_stamp || n->stamp > b->stamp)) { b->has_stamp = 1; b->stamp = n->stamp; }
         b->size += n->size;
@@ -287,7 +319,6 @@ static void release_block(ss_alloc_t *a, struct ss_block *b, int stamp, double t
         if (b->next) b->next->prev = b;
         block_kill(a, n);
     }
-    free_insert(a, b);
 }
 
 /* ---- segments ---------------------------------------------------------------------------- */
@@ -507,6 +538,7 @@ static void seg_unlink(ss_alloc_t *a, seg *s) {
 static void seg_free_struct(seg *s) {
     free(s->gref);
     free(s->gmap);
+    free(s->gcls);
     free(s);
 }
 
@@ -514,8 +546,12 @@ static void seg_free_struct(seg *s) {
 static ss_status vm_seg_new(ss_alloc_t *a, int pool, uint64_t size) {
     seg *s = calloc(1, sizeof *s);
     uint64_t ng = size / a->G;
-    if (s) { s->gref = calloc((size_t)ng, sizeof *s->gref); s->gmap = calloc((size_t)ng, 1); }
-    struct ss_block *b = s && s->gref && s->gmap ? block_new(a) : NULL;
+    if (s) {
+        s->gref = calloc((size_t)ng, sizeof *s->gref);
+        s->gmap = calloc((size_t)ng, 1);
+        if (pool == POOL_SMALL) s->gcls = calloc((size_t)ng, sizeof *s->gcls);
+    }
+    struct ss_block *b = s && s->gref && s->gmap && (pool != POOL_SMALL || s->gcls) ? block_new(a) : NULL;
     if (!b) { if (s) seg_free_struct(s); return SS_ERR_HOST_OOM; }
     if (a->dev) {
         ss_status st = ss_vm_reserve(a->dev, (size_t)size, &s->dptr);
@@ -572,13 +608,26 @@ static struct ss_block *treap_next(struct ss_block *t, const struct ss_block *x)
     return best;
 }
 
-/* Where n bytes go in free block f of pool: the pad before them (small: within one granule;
- * persistent: packed, right at the free block's start; large: at a granule boundary). 1 when
- * they fit. */
+/* The small pool's size classes (docs/allocator.md "Small blocks share granules"): a request of
+ * n (a multiple of 256 B, below G) is of class s = floor(G / n), the slots a granule holds; a
+ * granule serves one class at a time, in slots of small_slot(s) bytes (the largest multiple of
+ * 256 B with s slots in G, at least n), so that n bytes of live small blocks of one class hold at
+ * most one granule more than a full packing would. */
+static uint32_t small_class(const ss_alloc_t *a, uint64_t n) { return (uint32_t)(a->G / n); }
+static uint64_t small_slot(const ss_alloc_t *a, uint32_t cls) { return a->G / cls / SS_ALLOC_ALIGN * SS_ALLOC_ALIGN; }
+
+/* Where n bytes go in free block f of pool: the pad before them (small: at a slot of its
+ * granule's class; persistent: packed, right at the free block's start; large: at a granule
+ * boundary). 1 when they fit. */
 static int vm_place(const ss_alloc_t *a, const struct ss_block *f, uint64_t n, uint64_t *pad) {
     uint64_t start = f->off;
     if (f->sg->pool == POOL_SMALL) {
-        if (start % a->G + n > a->G) start = round_up(start, a->G);
+        uint32_t cls = gcls_at(a, f->sg, f->off);
+        if (cls) {   /* a slot of the granule: within its slots, not its tail */
+            uint64_t g0 = f->off / a->G * a->G, cs = small_slot(a, cls);
+            start = g0 + round_up(f->off - g0, cs);
+            if (start + cs > g0 + cls * cs) return 0;
+        }
     } else if (f->sg->pool == POOL_PERSIST) {
         /* packed: persistent tensors live as long as the model, so sharing granules between
          * them wastes nothing and splits no activation's run */
@@ -590,12 +639,50 @@ static int vm_place(const ss_alloc_t *a, const struct ss_block *f, uint64_t n, u
     return 1;
 }
 
-/* Best fit in pool's treap that can place n bytes. */
-static struct ss_block *vm_find(ss_alloc_t *a, int pool, uint64_t n, uint64_t *pad) {
-    struct ss_block *root = a->roots[pool];
+/* Best fit in pool's treap that can place n bytes; a small request searches its class's
+ * granules, and with none of them free an empty granule (*claim set: small_claim it first). */
+static struct ss_block *vm_find(ss_alloc_t *a, int pool, uint64_t n, uint64_t *pad, int *claim) {
+    *claim = 0;
+    struct ss_block *root = pool == POOL_SMALL ? a->sroots[small_class(a, n)] : a->roots[pool];
     for (struct ss_block *f = treap_best_fit(root, n); f; f = treap_next(root, f))
         if (vm_place(a, f, n, pad)) return f;
-    return NULL;
+    if (pool != POOL_SMALL) return NULL;
+    struct ss_block *f = treap_best_fit(a->sroots[0], a->G);   /* empty granules, smallest run first */
+    if (f) { *pad = 0; *claim = 1; }
+    return f;
+}
+
+/* Small pool: makes the first granule of empty free block f a free granule of class cls (the
+ * rest stays empty) and returns it; NULL without host memory (nothing changed). */
+static struct ss_block *small_claim(ss_alloc_t *a, struct ss_block *f, uint32_t cls) {
+    SS_ASSERT(f->off % a->G == 0 && f->size >= a->G && !gcls_at(a, f->sg, f->off));
+    struct ss_block *r = NULL;
+    if (f->size > a->G && !(r = block_new(a))) return NULL;
+    free_remove(a, f);
+    if (r) {
+        r->sg = f->sg;
+        r->off = f->off + a->G;
+        r->size = f->size - a->G;
+        r->has_stamp = f->has_stamp;
+        r->stamp = f->stamp;
+        r->prev = f;
+        r->next = f->next;
+        if (r->next) r->next->prev = r;
+        f->next = r;
+        f->size = a->G;
+        free_insert(a, r);
+    }
+    f->sg->gcls[f->off / a->G] = cls;
+    free_insert(a, f);
+    return f;
+}
+
+/* Undoes small_claim of free granule f (its carve failed): empty again, merged back. */
+static void small_unclaim(ss_alloc_t *a, struct ss_block *f) {
+    free_remove(a, f);
+    f->sg->gcls[f->off / a->G] = 0;
+    merge_neighbours(a, f);
+    free_insert(a, f);
 }
 
 /* Hands out n bytes at f->off + pad: the pad stays a free block of its own. */
@@ -642,15 +729,15 @@ static int pool_of(const ss_alloc_t *a, uint64_t n, int lifetime) {
  * when the budget requires. SS_ERR_OOM only when the granules touched by live and pending blocks
  * plus the new ones would pass the budget, or every cached granule is still under a copy. */
 static ss_status try_alloc_vm(ss_alloc_t *a, uint64_t n, int lifetime, struct ss_block **out) {
-    int pool = pool_of(a, n, lifetime);
+    int pool = pool_of(a, n, lifetime), claim = 0;
     uint64_t pad = 0;
-    struct ss_block *f = vm_find(a, pool, n, &pad);
+    struct ss_block *f = vm_find(a, pool, n, &pad, &claim);
     if (!f) {
         uint64_t nbc = a->nb < 65536 ? a->nb : 65536;
         uint64_t size = 2 * nbc * a->G, want = 2 * round_up(n, a->G) + a->G;
         ss_status st = vm_seg_new(a, pool, size > want ? size : want);
         if (st != SS_OK) return st;
-        f = vm_find(a, pool, n, &pad);
+        f = vm_find(a, pool, n, &pad, &claim);
         SS_ASSERT(f != NULL);
         if (!f) return SS_ERR_OOM;
     }
@@ -675,8 +762,12 @@ static ss_status try_alloc_vm(ss_alloc_t *a, uint64_t n, int lifetime, struct ss
         }
         if (st != SS_OK) return st;   /* granules mapped so far stay, cached */
     }
+    if (claim && !(f = small_claim(a, f, small_class(a, n)))) return SS_ERR_HOST_OOM;
     struct ss_block *h = carve_at(a, f, pad, n);
-    if (!h) return SS_ERR_HOST_OOM;
+    if (!h) {
+        if (claim) small_unclaim(a, f);
+        return SS_ERR_HOST_OOM;
+    }
     if (!need) a->st.cache_hits++;
     *out = h;
     return SS_OK;
@@ -854,6 +945,14 @@ uint64_t ss_alloc_granule_for(uint64_t granule_bytes, uint64_t budget, uint64_t 
     if (budget == 0) budget = UINT64_MAX;
     else budget -= budget % SS_ALLOC_ALIGN;
     uint64_t g = granule_bytes;
+    if (g == SS_ALLOC_GRANULE_AUTO) {
+        /* 64 KiB, halved while the budget holds fewer than 4096 granules, down to the device's
+         * unit or the page (4 KiB): a small budget's room above the model's state is then many
+         * granules, not a few (docs/allocator.md "Which granule") */
+        uint64_t lo = unit > 4096 ? unit : 4096;
+        g = 64 << 10;
+        while (g / 2 >= lo && budget != UINT64_MAX && budget / g < 4096) g /= 2;
+    }
     /* the kernel's limit on mappings: at most 16384 granules in the budget */
     if (budget != UINT64_MAX && g < (budget + 16383) / 16384) g = (budget + 16383) / 16384;
     g = round_up(g, unit);
@@ -900,12 +999,22 @@ ss_status ss_alloc_new(ss_device_t *dev, const ss_alloc_config *cfg, ss_alloc_t 
             c.granule_bytes = 0;
         } else {
             uint64_t unit = dg > SS_ALLOC_ALIGN ? round_up(dg, SS_ALLOC_ALIGN) : SS_ALLOC_ALIGN;
-            uint64_t g = ss_alloc_granule_for(c.granule_bytes, budget, dg);
+            /* an unbudgeted allocator (the device's capacity) takes the option's granule, not
+             * capacity / 16384: 256 KiB on cpu-sim's 4 GiB made unbudgeted runs about 20x
+             * slower; only what is mapped counts against the kernel's limit on mappings */
+            uint64_t g = ss_alloc_granule_for(c.granule_bytes, c.budget_bytes ? budget : 0, dg);
+            if (g > budget) g = budget / unit * unit;
             if (g == 0) {
                 pthread_mutex_destroy(&a->mu);
                 free(a);
                 SS_ERROR("ss_alloc_new: budget %" PRIu64 " below one granule of %" PRIu64, budget, unit);
                 return SS_ERR_INVALID;
+            }
+            a->sroots = calloc((size_t)(g / SS_ALLOC_ALIGN + 1), sizeof *a->sroots);
+            if (!a->sroots) {
+                pthread_mutex_destroy(&a->mu);
+                free(a);
+                return SS_ERR_HOST_OOM;
             }
             c.granule_bytes = g;
             a->vm = 1;
@@ -931,6 +1040,7 @@ static void free_all(ss_alloc_t *a) {
     slab *sl = a->slabs;
     while (sl) { slab *n = sl->next; free(sl); sl = n; }
     free(a->heap);
+    free(a->sroots);
     pthread_mutex_destroy(&a->mu);
     free(a);
 }
@@ -1620,7 +1730,15 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
             REQUIRE(b->size <= s->size - off, "block runs past its segment");
             switch (b->state) {
             case B_FREE:
-                REQUIRE(!prev || prev->state != B_FREE, "two adjacent free blocks not coalesced at %" PRIu64, bva(b));
+                REQUIRE(!mergeable(a, b, prev), "two adjacent free blocks not coalesced at %" PRIu64, bva(b));
+                if (a->vm && s->pool == POOL_SMALL) {
+                    uint32_t cls = gcls_at(a, s, b->off);
+                    REQUIRE(cls ? (b->off + b->size - 1) / a->G == b->off / a->G
+                                : b->off % a->G == 0 && b->size % a->G == 0,
+                            "a free small-pool block at %" PRIu64 " crosses its granule's class", bva(b));
+                    for (uint64_t g = b->off / a->G; !cls && g < (b->off + b->size) / a->G; g++)
+                        REQUIRE(!s->gcls[g], "an empty granule's block covers a granule of a class");
+                }
                 fr += b->size; fr_n++; break;
             case B_LIVE: live += b->size; live_n++; break;
             case B_DEFERRED: pend += b->size; deferred++; break;
@@ -1633,7 +1751,13 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
                     REQUIRE(s->gmap[g], "a block at %" PRIu64 " touches an unmapped granule", bva(b));
                     vref[g]++;
                 }
-                if (s->pool == POOL_SMALL) REQUIRE(g1 == g0 + 1, "a small block straddles granules");
+                if (s->pool == POOL_SMALL) {
+                    REQUIRE(g1 == g0 + 1, "a small block straddles granules");
+                    uint32_t cls = s->gcls[g0];
+                    REQUIRE(cls && small_class(a, b->size) == cls && (b->off % a->G) % small_slot(a, cls) == 0 &&
+                            b->off % a->G + small_slot(a, cls) <= cls * small_slot(a, cls),
+                            "a small block at %" PRIu64 " is not in a slot of its class", bva(b));
+                }
                 else if (s->pool == POOL_ITER) { REQUIRE(b->off % a->G == 0, "a large block not at a granule boundary");
                        vlarge += g1 - g0; }
             }
@@ -1645,6 +1769,8 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
             for (uint64_t g = 0; g < s->size / a->G; g++) {
                 REQUIRE(vref[g] == s->gref[g], "granule %" PRIu64 " counts %u blocks, walk %u", g,
                         s->gref[g], vref[g]);
+                REQUIRE(s->pool != POOL_SMALL || !s->gcls[g] == !s->gref[g],
+                        "small-pool granule %" PRIu64 ": class %u with %u blocks", g, s->gcls[g], s->gref[g]);
                 vmapped += s->gmap[g];
                 vcached += s->gmap[g] && !s->gref[g];
                 if (s->pool != POOL_ITER) vsmall += s->gref[g] > 0;
@@ -1705,6 +1831,12 @@ ss_status ss_alloc_check(const ss_alloc_t *a) {
             st = check_treap(a->roots[p], NULL, NULL, 0, &n, &bytes);
             for (const struct ss_block *t = a->roots[p]; t && st == SS_OK; t = t->left)
                 REQUIRE(t->sg->pool == p, "a free block in another pool's treap");
+        }
+        for (uint64_t c = 0; a->vm && c <= a->G / SS_ALLOC_ALIGN && st == SS_OK; c++) {
+            st = check_treap(a->sroots[c], NULL, NULL, 0, &n, &bytes);
+            for (const struct ss_block *t = a->sroots[c]; t && st == SS_OK; t = t->left)
+                REQUIRE(t->sg->pool == POOL_SMALL && gcls_at(a, t->sg, t->off) == c,
+                        "a free block in another class's treap");
         }
         if (st != SS_OK) goto out;
         REQUIRE(n == fr_n && bytes == fr, "treap holds %" PRIu64 " blocks, segments %" PRIu64 " free", n, fr_n);

@@ -3,6 +3,7 @@
  * lines use --<name>. docs/options.md is the same table in prose; `smartswap options` prints it.
  */
 #include "internal.h"
+#include "smartswap-alloc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -38,7 +39,7 @@ static const opt_row rows[] = {
     {"host-mem", "SMARTSWAP_HOST_MEM", OPT_SIZE, F(host_mem_bytes), "0", 0, 1e18, NULL,
      "cap on pinned host memory for swapped tensors; 0 = no cap"},
     {"granule", "SMARTSWAP_GRANULE", OPT_SIZE, F(granule_bytes), "0", 0, 1e18, NULL,
-     "allocator: virtual-memory segments with physical granules of this size (64KiB is the usual; raised to budget/16384); 0 = plain segments"},
+     "allocator: virtual-memory segments with physical granules of this size (raised to budget/16384 and the device's unit); auto = 64KiB, halved down to 4KiB while the budget holds under 4096 granules; 0 = plain segments"},
     {"sim-capacity", "SMARTSWAP_SIM_CAPACITY", OPT_SIZE, F(sim_capacity_bytes), "4GiB", 4096, 1e18, NULL,
      "cpu-sim: device memory capacity"},
     {"sim-d2h-gbps", "SMARTSWAP_SIM_D2H_GBPS", OPT_FLOAT, F(sim_d2h_gbps), "8", 1e-6, 1e6, NULL,
@@ -182,6 +183,10 @@ static ss_status set_row(ss_options *o, const opt_row *r, const char *v, const c
     }
     case OPT_SIZE: {
         uint64_t b;
+        if (r->off == offsetof(ss_options, granule_bytes) && !strcmp(v, "auto")) {   /* the granule's rule */
+            *(uint64_t *)field = SS_ALLOC_GRANULE_AUTO;
+            break;
+        }
         st = ss_parse_size(v, &b);
         if (!st && ((double)b < r->lo || (double)b > r->hi)) st = SS_ERR_INVALID;
         if (!st) *(uint64_t *)field = b;
@@ -279,7 +284,12 @@ ss_status ss_options_value(const ss_options *o, int i, char *buf, size_t len) {
         if (r->fsize == sizeof(int)) ssi_fmt(buf, len, "%d", *(const int *)field);
         else ssi_fmt(buf, len, "%llu", (unsigned long long)*(const uint64_t *)field);
         break;
-    case OPT_SIZE: ssi_fmt(buf, len, "%llu", (unsigned long long)*(const uint64_t *)field); break;
+    case OPT_SIZE:
+        if (r->off == offsetof(ss_options, granule_bytes) && *(const uint64_t *)field == SS_ALLOC_GRANULE_AUTO)
+            ssi_fmt(buf, len, "auto");
+        else
+            ssi_fmt(buf, len, "%llu", (unsigned long long)*(const uint64_t *)field);
+        break;
     case OPT_FLOAT: ssi_fmt(buf, len, "%g", *(const double *)field); break;
     case OPT_STRING: ssi_fmt(buf, len, "%s", field); break;
     case OPT_ENUM: {

@@ -12,6 +12,10 @@
  *    live large ones + ceil(request/G)) passes budget/G, and the invariant walker holds;
  *  - t_pools: persistent large blocks are packed apart from iteration ones, small requests
  *    share a granule;
+ *  - t_small_classes: the small pool's size classes: random small requests and releases; every
+ *    block sits in a slot of a granule of its class, and the granules touched never pass, class
+ *    by class, ceil(most blocks of the class live since it last had none / its slots per granule)
+ *    (the bound the trainer's smallest budget counts, docs/allocator.md);
  *  - t_oom_message_stats: "exhausted" vs "fragmented", the largest free run and slack in stats;
  * *  - t_map_fault: a failed map (the fault device) is returned as it is, nothing leaks.
  */
@@ -235,20 +239,26 @@ static void t_rule_random(void) {
     CHECK_OK(ss_device_close(d));
 }
 
-static void t_pools(void) {
-    const uint64_t G = 64 * KiB;
+/* A measure-mode allocator of granules G under budget (NULL after a failed check). */
+static ss_alloc_t *measure_vm(uint64_t budget, uint64_t G) {
     ss_alloc_config c = ss_alloc_config_default();
-    c.budget_bytes = 16 * MiB;
+    c.budget_bytes = budget;
     c.granule_bytes = G;
     ss_alloc_t *a = NULL;
     CHECK_OK(ss_alloc_new(NULL, &c, &a));
+    return a;
+}
+
+static void t_pools(void) {
+    const uint64_t G = 64 * KiB;
+    ss_alloc_t *a = measure_vm(16 * MiB, G);
     if (!a) return;
     ss_block_t *x = NULL, *p = NULL, *y = NULL, *s1 = NULL, *s2 = NULL, *p2 = NULL;
     CHECK_OK(ss_alloc_malloc(a, 100 * KiB, &x));
     CHECK_OK(ss_alloc_malloc_tagged(a, 100 * KiB, SS_LIFETIME_PERSISTENT, &p));
     CHECK_OK(ss_alloc_malloc(a, 200 * KiB, &y));
     CHECK_OK(ss_alloc_malloc(a, 1 * KiB, &s1));
-    CHECK_OK(ss_alloc_malloc(a, 2 * KiB, &s2));
+    CHECK_OK(ss_alloc_malloc(a, 1 * KiB - 100, &s2));   /* the same class as s1 (1 KiB slots) */
     CHECK_OK(ss_alloc_malloc_tagged(a, 20 * KiB, SS_LIFETIME_PERSISTENT, &p2));
     if (!x || !p || !y || !s1 || !s2 || !p2) return;
     CHECK_EQ_U64(ss_block_offset(p2), ss_block_offset(p) + 100 * KiB);   /* persistent: packed */
@@ -257,6 +267,7 @@ static void t_pools(void) {
     uint64_t po = ss_block_offset(p);
     CHECK(po < ss_block_offset(x) || po > ss_block_offset(y) + 200 * KiB);   /* apart */
     CHECK_EQ_U64(ss_block_offset(s1) / G, ss_block_offset(s2) / G);  /* small ones share */
+    CHECK_EQ_U64(ss_block_offset(s2), ss_block_offset(s1) + 1 * KiB);  /* the next slot */
     ss_alloc_stats st;
     CHECK_OK(ss_alloc_get_stats(a, &st));
     CHECK_EQ_U64(st.granules_mapped, 2 + 2 + 4 + 1);   /* p and p2 share their 2 granules */
@@ -264,6 +275,69 @@ static void t_pools(void) {
     CHECK_STATUS(ss_alloc_malloc_tagged(a, 10, (ss_lifetime)7, &x), SS_ERR_INVALID);
     CHECK_OK(ss_alloc_check(a));
     CHECK_OK(ss_alloc_destroy_force(a));
+}
+
+static void t_small_classes(void) {
+    const uint64_t G = 4 * KiB;
+    ss_alloc_t *a = measure_vm(4 * MiB, G);
+    if (!a) return;
+    enum { NL = 400, NC = 17 };
+    ss_block_t *L[NL];
+    uint64_t cls[NL];
+    int n = 0, over = 0, shared = 0;
+    uint64_t live_c[NC] = {0}, peak_c[NC] = {0}, rng = 777;
+    for (int step = 0; step < 6000; step++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t r = rng >> 33;
+        if (n > 0 && (r % 100 < 48 || n == NL)) {
+            int i = (int)(r / 100 % (uint64_t)n);
+            CHECK_OK(ss_alloc_free(a, L[i]));
+            if (--live_c[cls[i]] == 0) peak_c[cls[i]] = 0;   /* the class's granules all went back */
+            L[i] = L[n - 1];
+            cls[i] = cls[n - 1];
+            n--;
+            continue;
+        }
+        /* a few sizes, as a trainer's are: 1..15 slots of 256 B */
+        uint64_t size = 256 * (1 + (r / 100) % 15) - (r >> 12) % 200;
+        ss_block_t *b = NULL;
+        CHECK_OK(ss_alloc_malloc(a, size, &b));
+        if (!b) break;
+        uint64_t k = G / ((size + 255) / 256 * 256);   /* slots per granule: the class */
+        L[n] = b;
+        cls[n++] = k;
+        if (++live_c[k] > peak_c[k]) peak_c[k] = live_c[k];
+        /* the granules touched, class by class, against the bound */
+        uint64_t bound = 0, grans[NL], gc[NL];
+        int ng = 0;
+        for (int i = 0; i < n; i++) {
+            uint64_t g = ss_block_offset(L[i]) / G;
+            int seen = -1;
+            for (int j = 0; j < ng && seen < 0; j++) if (grans[j] == g) seen = j;
+            if (seen < 0) { grans[ng] = g; gc[ng++] = cls[i]; }
+            else if (gc[seen] != cls[i]) over++;   /* two classes in one granule */
+            else if (i == n - 1) shared++;
+        }
+        for (uint64_t j = 1; j < NC; j++) bound += (peak_c[j] + j - 1) / j;
+        if ((uint64_t)ng > bound) over++;
+    }
+    CHECK_EQ_U64(over, 0);
+    CHECK(shared > 1000);   /* most requests went into a granule of their class already in use */
+    CHECK_OK(ss_alloc_check(a));
+    for (int i = 0; i < n; i++) CHECK_OK(ss_alloc_free(a, L[i]));
+    ss_alloc_stats st;
+    CHECK_OK(ss_alloc_get_stats(a, &st));
+    CHECK_EQ_U64(st.granules_mapped, st.granules_cached);
+    CHECK_OK(ss_alloc_check(a));
+    CHECK_OK(ss_alloc_destroy(a));
+    /* option granule "auto" (docs/allocator.md "Which granule"): 64 KiB halved while the budget
+     * holds fewer than 4096 granules, down to the page; the cuda driver's 2 MiB unchanged */
+    CHECK_EQ_U64(ss_alloc_granule_for(SS_ALLOC_GRANULE_AUTO, 4 * MiB, 4096), 4 * KiB);
+    CHECK_EQ_U64(ss_alloc_granule_for(SS_ALLOC_GRANULE_AUTO, 64 * MiB, 4096), 16 * KiB);
+    CHECK_EQ_U64(ss_alloc_granule_for(SS_ALLOC_GRANULE_AUTO, 1024 * MiB, 4096), 64 * KiB);
+    CHECK_EQ_U64(ss_alloc_granule_for(SS_ALLOC_GRANULE_AUTO, 0, 4096), 64 * KiB);
+    CHECK_EQ_U64(ss_alloc_granule_for(SS_ALLOC_GRANULE_AUTO, 64 * MiB, 2 * MiB), 2 * MiB);
+    CHECK_EQ_U64(ss_alloc_granule_for(4 * KiB, 4 * MiB, 4096), 4 * KiB);   /* an explicit one as given */
 }
 
 /* Per-tensor guards in virtual-memory mode: two small requests share a granule, next to each
@@ -386,6 +460,7 @@ int main(void) {
     RUN(t_fragmentation);
     RUN(t_rule_random);
     RUN(t_pools);
+    RUN(t_small_classes);
     RUN(t_guards);
     RUN(t_oom_message_stats);
     RUN(t_map_fault);
