@@ -786,20 +786,43 @@ static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uin
             r->slot[(size_t)t * K + k] = fill[e];
             r->rows[r->off[e] + fill[e]++] = t;
         }
-    /* the runs: expert by expert, tile by tile; fill[e] becomes expert e's first run */
+    /* the runs: expert e's batch in nr[e] runs of near-equal rows (the first n_e % nr[e] one row
+     * longer), at least ceil(n_e / tile) of them; then, so that the operator sequence does not
+     * depend on the routing, runs are added (to the expert whose runs are longest, while one
+     * of its runs has two rows or more) until the layer makes gpt_moe_runs: the most any
+     * routing makes. The probe's forced routing keeps its whole tiles (the largest runs any
+     * routing can make: its operators' working sets bound every routing's). */
+    int *nr = calloc((size_t)E, sizeof *nr);
+    if (!nr) { free(fill); fail(m, "out of host memory"); drop(m, w); drop(m, p); return NULL; }
+    int total = 0;
+    for (int e = 0; e < E; e++) total += nr[e] = (r->off[e + 1] - r->off[e] + tile - 1) / tile;
+    m->stats.expert_tiles += (uint64_t)total;
+    for (int want = m->moe_route_force ? total : gpt_moe_runs(M, E, K); total < want; total++) {
+        int best = -1, bl = 1;
+        for (int e = 0; e < E; e++) {
+            int n = r->off[e + 1] - r->off[e], l = nr[e] ? (n + nr[e] - 1) / nr[e] : 0;
+            if (l > bl) { best = e; bl = l; }
+        }
+        if (best < 0) break;   /* every run has one row: M*K runs, never fewer than gpt_moe_runs */
+        nr[best]++;
+    }
     for (int e = 0; e < E; e++) {
+        int n = r->off[e + 1] - r->off[e], q = nr[e] ? n / nr[e] : 0, rem = nr[e] ? n % nr[e] : 0;
         fill[e] = r->nrun;
-        for (int j = r->off[e]; j < r->off[e + 1]; j += tile) {
+        for (int i = 0, j = r->off[e]; i < nr[e]; i++) {
             r->run_e[r->nrun] = e;
             r->run_off[r->nrun] = j;
-            r->run_n[r->nrun] = r->off[e + 1] - j < tile ? r->off[e + 1] - j : tile;
-            r->nrun++;
+            r->run_n[r->nrun] = q + (i < rem);
+            j += r->run_n[r->nrun++];
         }
     }
     for (size_t i = 0; i < (size_t)M * K; i++) {
-        r->run[i] = fill[r->idx[i]] + r->slot[i] / tile;
-        r->rslot[i] = r->slot[i] % tile;
+        int e = r->idx[i], n = r->off[e + 1] - r->off[e], q = n / nr[e], rem = n % nr[e], s = r->slot[i];
+        int b = rem * (q + 1);   /* rows of the longer runs */
+        r->run[i] = fill[e] + (s < b ? s / (q + 1) : rem + (s - b) / q);
+        r->rslot[i] = s < b ? s % (q + 1) : (s - b) % q;
     }
+    free(nr);
     free(fill);
     /* the same tables, in the same layout, for the kernels (idx again: the probe forces it) */
     if (r->dev) m->ops->upload(r->dev, r->idx, 5 * mk * sizeof(int));
@@ -826,6 +849,16 @@ int gpt_moe_tile(int M, int E, int K) {
     long t = (2L * M * K + E - 1) / E;
     if (t > M) t = M;
     return t < 1 ? 1 : (int)t;
+}
+
+int gpt_moe_runs(int M, int E, int K) {
+    if (E < 1 || K < 1 || M < 1) return 1;
+    /* an expert with a runs holds at least (a-1)*tile + 1 rows and at most M: over the A <= E
+     * experts that run, M*K >= A + (runs - A)*tile, each makes at most ceil(M/tile) runs, and
+     * both bounds grow with A */
+    long t = gpt_moe_tile(M, E, K), mk = (long)M * K, a = mk < E ? mk : E;
+    long by_rows = (mk - a) / t, by_len = a * ((M + t - 1) / t - 1);
+    return (int)(a + (by_rows < by_len ? by_rows : by_len));
 }
 
 /* xe (n, C) = x[run j's tokens] (a tile of expert run_e[j]'s batch); saves nothing (linear) */
@@ -870,7 +903,8 @@ static gpt_tensor *op_moe_combine(gpt_model *m, gpt_tensor *w, gpt_route *r, int
 }
 
 /* The MoE MLP on h (B,T,C): router, routing, the experts that received tokens, each over its
- * batch's runs of at most the balanced share (the others run no operator at all), combine. */
+ * batch's runs of at most twice the balanced share (the others run no operator at all; the
+ * layer makes gpt_moe_runs runs at every routing), combine. */
 static gpt_tensor *moe_forward(gpt_model *m, int l, gpt_tensor *h) {
     gpt_layer *p = &m->layer[l];
     gpt_route *r = NULL;

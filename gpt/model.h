@@ -113,7 +113,9 @@ typedef struct gpt_layer {
  * and where its row sits in each expert's batch. Lives until the end of the iteration.
  * Each expert's batch runs in tiles ("runs") of at most `tile` rows, twice the balanced share
  * M*K/E (gpt_moe_tile): worst-case routing means more runs of the same size, not a larger
- * operator. Runs are numbered expert by expert, tile by tile. */
+ * operator. Every routing makes the same number of runs, gpt_moe_runs (the longest runs split
+ * when a routing needs fewer), so the routing never changes the operator sequence, only the
+ * runs' sizes. Runs are numbered expert by expert, run by run. */
 typedef struct gpt_route {
     int   M, E, K;
     int  *idx;              /* (M,K) chosen experts, by rank */
@@ -132,6 +134,10 @@ typedef struct gpt_route {
 
 /* The rows of one expert run: twice the balanced share, ceil(2*M*K/E), at most M, at least 1. */
 int gpt_moe_tile(int M, int E, int K);
+/* The runs every routing of M tokens makes (op_moe_route): the most whole tiles of at most
+ * gpt_moe_tile rows any routing needs (at most E + E/2, at most M*K); a routing that needs
+ * fewer splits its longest runs, so a layer's operator sequence depends on M, E and K only. */
+int gpt_moe_runs(int M, int E, int K);
 
 typedef struct gpt_node {
     int         kind;        /* operator (model.c) */
@@ -156,6 +162,8 @@ typedef struct gpt_stats {        /* of the last step (iteration), all its micro
     uint64_t micro, tokens;          /* micro-batches and tokens trained (eval: evaluated) */
     uint64_t experts_run, experts_idle;  /* MoE: expert MLPs run / skipped (no token) */
     uint64_t expert_runs;                /* MoE: the runs (tiles) they ran in (gpt_route) */
+    uint64_t expert_tiles;               /* MoE: the whole tiles the routings needed (the runs
+                                            less those added to make gpt_moe_runs) */
     double   fwd_seconds;            /* wall seconds (monotonic host clock) spent in the forward
                                         passes, from the embedding up to and including the loss,
                                         summed over the step's micro-batches (gpt_step_micro and
