@@ -108,8 +108,13 @@ ss_status ssi_write_file_atomic(const char *path, const void *data, size_t len);
 /* ---- the allocator's bytes in use (alloc.c) -------------------------------------------------
  * live + pending bytes of a (0 for NULL), under its lock: the executor's per-operator peak
  * sample, without ss_alloc_get_stats' walk of the free trees and segments. */
-struct ss_alloc;
+#include "smartswap-alloc.h"
 uint64_t ssi_alloc_in_use(const struct ss_alloc *a);
+/* Rounds n up to the allocator's granule (SS_ALLOC_ALIGN of smartswap-alloc.h): the bytes a
+ * block of n holds, as the simulator and the profile rewrites count them. */
+static inline uint64_t ssi_round_block(uint64_t n) {
+    return (n + SS_ALLOC_ALIGN - 1) / SS_ALLOC_ALIGN * SS_ALLOC_ALIGN;
+}
 
 /* ---- call sites of device calls (the fault sweep, docs/testing.md) -------------------------
  * The library's allocation, map, copy, event and stream calls go through the macros below,

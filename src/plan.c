@@ -214,6 +214,13 @@ int ssi_plan_equal(const ss_plan *a, const ss_plan *b) {
     return 1;
 }
 
+int ssi_plan_has_recompute(const ss_plan *plan) {
+    if (!plan) return 0;
+    for (uint32_t k = 0; k < plan->nentries; k++)
+        if (plan->entries[k].action == SS_PLAN_RECOMPUTE) return 1;
+    return 0;
+}
+
 /* ---- writing ----------------------------------------------------------------------------- */
 
 typedef struct sbuf { char *s; size_t n, cap; int oom; } sbuf;

@@ -27,7 +27,7 @@ typedef struct ss_plan_entry {
     uint32_t action;        /* ss_plan_action: what is done with the tensor (a tensor without an
                                entry is kept resident). SS_PLAN_RECOMPUTE: no copy; the caller
                                drops it at its save (out_op) and rebuilds it at use_op by
-                               re-running its producer's kernel call (recompute.h); free_op =
+                               re-running its producer's kernel call (rebuild.h); free_op =
                                out_op + 1, in_op = use_op, t_out_done = t_in_done = 0 */
 } ss_plan_entry;
 
@@ -93,6 +93,8 @@ ss_status ssi_plan_set_checkpoints(ss_plan *p, const ss_profile *prof, uint32_t 
 ss_status ssi_plan_check(const ss_plan *p, char *err, size_t err_len);
 /* 1 when a and b hold the same data (names compared as strings), else 0. */
 int       ssi_plan_equal(const ss_plan *a, const ss_plan *b);
+/* 1 when plan (may be NULL) has an SS_PLAN_RECOMPUTE entry. */
+int       ssi_plan_has_recompute(const ss_plan *plan);
 
 /* ---- plan files (plan.c; format in docs/trace-format.md, "Plan files") -------------------------------------
  * Writing is atomic (nothing half-written: a temporary file renamed over path). Reading never

@@ -53,7 +53,7 @@ typedef struct ss_prof_tensor {
     /* how to rebuild it instead of keeping or swapping it (docs/trace-format.md, "recompute"):
      * re-run the kernel calls of operators rc_op[0 .. rc_nop) on the tensors rc_src[0 ..
      * rc_nsrc) (saved tensors of this profile) and parameters; rc_nop = 0: not recomputable.
-     * The caller registers it (ss_ctx_recomputable); the hybrid policy (recompute.c) reads it. */
+     * The caller registers it (ss_ctx_recomputable); rebuild.c and the hybrid (recompute.c) read it. */
     uint32_t rc_nop, rc_nsrc;
     uint32_t rc_op[2];
     uint32_t rc_src[2];

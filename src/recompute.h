@@ -1,8 +1,7 @@
 /* recompute.h: swap or recompute, the hybrid policy (docs/policy.md, "Swap or recompute").
  *
- * A profile's tensor may carry a recipe (ss_prof_tensor.rc_*: the operators whose kernel calls
- * rebuild it and the saved tensors it is rebuilt from), registered by the caller
- * (ss_ctx_recomputable). The hybrid plans in three steps:
+ * A profile's tensor may carry a recipe or be a span's input (rebuild.h: which of them are usable
+ * and the profile rewritten for a choice of them). The hybrid plans in three steps:
  *  1. the pure-swap plan (ssi_policy_plan); when its swap traffic fits under the forward's and
  *     the backward's compute time at the link's rates, it is the answer;
  *  2. else recipes are taken in decreasing order of bytes freed per second of recompute (the
@@ -11,34 +10,20 @@
  *     candidates include spans (ss_ctx_recomputable_span: a whole layer re-run from its
  *     input), whose bytes are all their members' and whose price is all their operators'; a
  *     span taken absorbs its members' own recipes taken before it;
- *  3. the profile is rewritten as the run will be (ssi_recompute_derive: each chosen tensor
+ *  3. the profile is rewritten as the run will be (ssi_rebuild_derive: each chosen tensor
  *     freed at its save, rebuilt at its first backward use at the price of its recipe's
  *     operators, its sources used there), swaps are planned on that profile, and the result
  *     (with SS_PLAN_RECOMPUTE entries) is kept only where the simulator, on the rewritten
  *     profile, predicts a feasible iteration no slower than the pure-swap plan; the chosen set
  *     and its halves are tried, the fastest kept.
- * The simulator (ssi_sim_run) prices any plan with recompute entries the same way.
+ * The simulator (ssi_sim_run) prices any plan with recompute entries the same way. The hybrid
+ * calls the policy and the simulator; neither calls it.
  */
 #ifndef SS_RECOMPUTE_H
 #define SS_RECOMPUTE_H
 
 #include "policy.h"
-
-/* 1 when tensor t of p has a usable recipe: saved, with a first use after its producer, its
- * sources saved tensors alive (not released) at that use. */
-int ssi_recompute_candidate(const ss_profile *p, uint32_t t);
-
-/* The profile the run has when the tensors with rc[t] = 1 are recomputed by their own recipe
- * and those with rc[t] = 2 by re-running their span (ss_prof_tensor.span_*: every member of a
- * span 2, or none): each is released at its producer (it has no uses), a temporary of its bytes
- * (not saved) lives from its rebuild (its first use; for a span, the first use of any member) to
- * its release, that operator costs the recipe's operators' seconds and FLOPs more (a span's
- * once, with a copy of its source and what the forward held in the span beside its members
- * added to that operator's peak), and
- * the sources are used there too; mem_after/mem_peak drop by its rounded bytes in between.
- * Tensor indices of p are kept (the temporaries are appended). *out: a new finalized profile.
- * SS_ERR_INVALID when some rc[t] is not a candidate or a span is not taken whole. */
-ss_status ssi_recompute_derive(const ss_profile *p, const uint8_t *rc, ss_profile **out);
+#include "rebuild.h"
 
 /* What the hybrid did, for reports and tests. */
 typedef struct ssi_recompute_report {
@@ -86,13 +71,5 @@ double    ssi_recompute_curve_min(const ssi_recompute_curve *cv, double X, doubl
 
 /* The stage machine's plan hook for the hybrid: user is a const ssi_policy_config *. */
 ss_status ssi_recompute_hook(void *user, const ss_profile *p, ss_plan **out);
-
-/* ssi_sim_run of a plan with recompute entries: the swap entries simulated on the derived
- * profile; per-entry results in the plan's numbering (recompute entries: 0). */
-ss_status ssi_recompute_sim(const ss_profile *p, const ss_plan *plan, const ssi_sim_config *c,
-                            ssi_sim_result *r, char *err, size_t err_len);
-
-/* 1 when plan has an SS_PLAN_RECOMPUTE entry. */
-int ssi_plan_has_recompute(const ss_plan *plan);
 
 #endif /* SS_RECOMPUTE_H */

@@ -22,7 +22,7 @@
  */
 #include "sim.h"
 
-#include "recompute.h"
+#include "rebuild.h"   /* the profile a plan's recompute entries make (below the simulator) */
 
 #include <inttypes.h>
 #include <math.h>
@@ -314,6 +314,49 @@ static ss_status sim_free(simst *s, ss_block_t *b, uint64_t held) {
     return ss_alloc_free(s->a, b);
 }
 
+/* ssi_sim_run of a plan with recompute entries: its swap entries simulated on the profile as the
+ * run has it (ssi_rebuild_of_plan); per-entry results in the plan's numbering (recompute
+ * entries: 0). */
+static ss_status sim_rebuilt(const ss_profile *p, const ss_plan *plan, const ssi_sim_config *c,
+                             ssi_sim_result *r, char *err, size_t err_len) {
+    uint32_t ne = plan->nentries, m = 0;
+    uint32_t *map = malloc(((size_t)ne + 1) * sizeof *map);
+    ss_plan_entry *ent = malloc(((size_t)ne + 1) * sizeof *ent);
+    ss_profile *q = NULL;
+    ss_status st = SS_OK;
+    if (!map || !ent) { st = SS_ERR_HOST_OOM; goto out; }
+    if ((st = ssi_rebuild_of_plan(p, plan, &q, ent, map, &m, err, err_len))) goto out;
+    ss_plan sw = *plan;
+    sw.entries = ent;
+    sw.nentries = m;
+    ssi_sim_result r2;
+    if ((st = ssi_sim_run(q, &sw, c, &r2, err, err_len))) goto out;
+    double *to = calloc((size_t)ne + 1, sizeof *to), *ti = calloc((size_t)ne + 1, sizeof *ti);
+    double *tu = calloc((size_t)ne + 1, sizeof *tu);
+    if (!to || !ti || !tu) {
+        free(to); free(ti); free(tu);
+        ssi_sim_result_free(&r2);
+        st = SS_ERR_HOST_OOM;
+        goto out;
+    }
+    for (uint32_t j = 0; j < m; j++) {
+        to[map[j]] = r2.t_out_done[j];
+        ti[map[j]] = r2.t_in_done[j];
+        tu[map[j]] = r2.t_use[j];
+    }
+    free(r2.t_out_done); free(r2.t_in_done); free(r2.t_use);
+    *r = r2;
+    r->t_out_done = to;
+    r->t_in_done = ti;
+    r->t_use = tu;
+    r->nentries = ne;
+out:
+    ssi_profile_free(q);
+    free(map);
+    free(ent);
+    return st;
+}
+
 ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_config *c,
                       ssi_sim_result *r, char *err, size_t err_len) {
     if (!p || !c || !r) return SS_ERR_INVALID;
@@ -323,7 +366,7 @@ ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_co
         return SS_ERR_INVALID;
     }
     memset(r, 0, sizeof *r);
-    if (ssi_plan_has_recompute(plan)) return ssi_recompute_sim(p, plan, c, r, err, err_len);
+    if (ssi_plan_has_recompute(plan)) return sim_rebuilt(p, plan, c, r, err, err_len);
     uint32_t n = p->nops, nt = p->ntensors, ne = plan ? plan->nentries : 0;
     uint32_t L = ssi_layers_for(p, c->time.layers);
     ss_status st = SS_OK;

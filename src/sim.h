@@ -55,10 +55,6 @@ ss_status ssi_sim_op_times(const ss_profile *p, const ssi_time_config *tc, doubl
 
 /* ---- the byte model ------------------------------------------------------------------------ */
 
-/* Rounds n up to the allocator's granule (SS_ALLOC_ALIGN). */
-static inline uint64_t ssi_round_block(uint64_t n) {
-    return (n + SS_ALLOC_ALIGN - 1) / SS_ALLOC_ALIGN * SS_ALLOC_ALIGN;
-}
 /* Memory not attributed to known tensors, per operator: other[i] = mem_after[i] - base_bytes -
  * (rounded bytes of known tensors alive after op i), clamped at 0. It is simulated as one block
  * per operator (see docs/policy.md). other[] has nops entries. */
@@ -127,7 +123,9 @@ typedef struct ssi_sim_result {
  * (each entry's tensor exists with the same bytes, is swapped once, out_op at or after its last
  * access before use_op, no use in between, use_op is a use): SS_ERR_INVALID with the fault in
  * err. A budget the allocator cannot keep is not an error: r->oom says so and the run goes on
- * counting refused bytes. On success the caller owns r's arrays (ssi_sim_result_free). */
+ * counting refused bytes. A plan with recompute entries (SS_PLAN_RECOMPUTE) is simulated as the
+ * run has it: its swap entries on the profile rewritten for them (rebuild.h), the recompute
+ * entries' per-entry results 0. On success the caller owns r's arrays (ssi_sim_result_free). */
 ss_status ssi_sim_run(const ss_profile *p, const ss_plan *plan, const ssi_sim_config *c,
                       ssi_sim_result *r, char *err, size_t err_len);
 void ssi_sim_result_free(ssi_sim_result *r);

@@ -9,7 +9,7 @@
  *   OFFLOAD    the profile with ssi_strategy_offload_plan;
  *   SMARTSWAP  the profile with ssi_policy_plan's plan (same budget, host cap and time model);
  *   HYBRID     the profile with ssi_recompute_plan's plan (swap or recompute; the simulator
- *              replays its recompute entries on the derived profile, recompute.h).
+ *              replays its recompute entries on the derived profile, rebuild.h).
  */
 #include "strategy.h"
 #include "recompute.h"

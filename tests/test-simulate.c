@@ -220,7 +220,7 @@ static void t_hybrid_spans(void) {
     uint32_t m = 0, gone = 0;
     for (uint32_t k = 0; k < pl->nentries; k++) {
         const ss_plan_entry *e = &pl->entries[k];
-        if (!gone && e->action == SS_PLAN_RECOMPUTE && !ssi_recompute_candidate(p, e->tensor)) { gone = 1; continue; }
+        if (!gone && e->action == SS_PLAN_RECOMPUTE && !ssi_rebuild_candidate(p, e->tensor)) { gone = 1; continue; }
         ent[m++] = *e;
     }
     cut.entries = ent;
