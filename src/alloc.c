@@ -652,26 +652,46 @@ static struct ss_block *vm_find(ss_alloc_t *a, int pool, uint64_t n, uint64_t *p
     return f;
 }
 
+/* Splits free block f at f->off + at (0 < at < f->size) into two free blocks: a new struct takes
+ * the front part (front = 1) or the back part, f keeps the other, both stay free with f's stamp.
+ * Returns the new one; NULL without host memory (nothing changed). */
+static struct ss_block *split_at(ss_alloc_t *a, struct ss_block *f, uint64_t at, int front) {
+    SS_ASSERT(at > 0 && at < f->size);
+    struct ss_block *b = block_new(a);
+    if (!b) return NULL;
+    free_remove(a, f);
+    b->sg = f->sg;
+    b->has_stamp = f->has_stamp;
+    b->stamp = f->stamp;
+    if (front) {
+        b->off = f->off;
+        b->size = at;
+        b->prev = f->prev;
+        b->next = f;
+        if (b->prev) b->prev->next = b; else b->sg->first = b;
+        f->prev = b;
+        f->off += at;
+        f->size -= at;
+    } else {
+        b->off = f->off + at;
+        b->size = f->size - at;
+        b->prev = f;
+        b->next = f->next;
+        if (b->next) b->next->prev = b;
+        f->next = b;
+        f->size = at;
+    }
+    free_insert(a, b);
+    free_insert(a, f);
+    return b;
+}
+
 /* Small pool: makes the first granule of empty free block f a free granule of class cls (the
  * rest stays empty) and returns it; NULL without host memory (nothing changed). */
 static struct ss_block *small_claim(ss_alloc_t *a, struct ss_block *f, uint32_t cls) {
     SS_ASSERT(f->off % a->G == 0 && f->size >= a->G && !gcls_at(a, f->sg, f->off));
-    struct ss_block *r = NULL;
-    if (f->size > a->G && !(r = block_new(a))) return NULL;
-    free_remove(a, f);
-    if (r) {
-        r->sg = f->sg;
-        r->off = f->off + a->G;
-        r->size = f->size - a->G;
-        r->has_stamp = f->has_stamp;
-        r->stamp = f->stamp;
-        r->prev = f;
-        r->next = f->next;
-        if (r->next) r->next->prev = r;
-        f->next = r;
-        f->size = a->G;
-        free_insert(a, r);
-    }
+    if (f->size > a->G && !split_at(a, f, a->G, 0)) return NULL;
+    free_remove(a, f);   /* its class picks its treap */
     f->sg->gcls[f->off / a->G] = cls;
     free_insert(a, f);
     return f;
@@ -689,22 +709,8 @@ static void small_unclaim(ss_alloc_t *a, struct ss_block *f) {
 static struct ss_block *carve(ss_alloc_t *a, struct ss_block *f, uint64_t n);
 static struct ss_block *carve_at(ss_alloc_t *a, struct ss_block *f, uint64_t pad, uint64_t n) {
     if (!pad) return carve(a, f, n);
-    struct ss_block *p = block_new(a);
+    struct ss_block *p = split_at(a, f, pad, 1);
     if (!p) return NULL;
-    free_remove(a, f);
-    p->sg = f->sg;
-    p->off = f->off;
-    p->size = pad;
-    p->has_stamp = f->has_stamp;
-    p->stamp = f->stamp;
-    p->prev = f->prev;
-    p->next = f;
-    if (p->prev) p->prev->next = p; else p->sg->first = p;
-    f->prev = p;
-    f->off += pad;
-    f->size -= pad;
-    free_insert(a, p);
-    free_insert(a, f);
     struct ss_block *h = carve(a, f, n);
     if (!h) {   /* no host memory: merge the pad back */
         free_remove(a, p);
