@@ -137,8 +137,9 @@ static uint64_t mb_gran(const mb_probe *p, uint64_t charged) {
     return (charged + p->G - 1) / p->G;
 }
 
-/* A small block's class (granule mode; 0: none) and its counts: field f of r's class += d. */
-static uint32_t mb_class(const mb_probe *p, uint64_t charged) { return p->G && charged < p->G ? (uint32_t)(p->G / charged) : 0; }
+/* A small block's class (granule mode; 0: none), the allocator's own rule, and its counts: field f
+ * of r's class += d. */
+static uint32_t mb_class(const mb_probe *p, uint64_t charged) { return ss_alloc_small_class(p->G, charged); }
 #define MB_CLS(p, r, f, d) do { if ((r)->cls) (p)->cls[(r)->cls].f += (uint64_t)(d); } while (0)
 
 static int mb_alloc(void *user, size_t bytes, int kind, void **ptr, void **impl, char *err, size_t errlen) {

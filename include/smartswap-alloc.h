@@ -74,6 +74,13 @@ ss_alloc_config ss_alloc_config_default(void);
  * unit, at most the budget. The trainer's smallest budget counts in it (docs/trainer.md). */
 uint64_t ss_alloc_granule_for(uint64_t granule_bytes, uint64_t budget, uint64_t vm_granularity);
 
+/* The small pool's size class of a request of n bytes under granule `granule` (virtual-memory
+ * mode, docs/allocator.md "Small blocks share granules"): n rounded up to SS_ALLOC_ALIGN, the
+ * class is floor(granule / n), the slots a granule of it holds; 0 when the request is no small
+ * one (n >= granule, granule 0: segment mode, or n 0). Callers that count granules the way the
+ * allocator does (the trainer's smallest budget) use it instead of restating the rule. */
+uint32_t ss_alloc_small_class(uint64_t granule, uint64_t n);
+
 /* Called when the budget is exhausted after cached segments were released. It should make at
  * least `need` bytes reclaimable (typically by swapping tensors out and freeing their blocks)
  * and set *freed to what it released. Returning non-SS_OK or *freed == 0 ends the retry. */

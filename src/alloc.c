@@ -613,7 +613,11 @@ static struct ss_block *treap_next(struct ss_block *t, const struct ss_block *x)
  * granule serves one class at a time, in slots of small_slot(s) bytes (the largest multiple of
  * 256 B with s slots in G, at least n), so that n bytes of live small blocks of one class hold at
  * most one granule more than a full packing would. */
-static uint32_t small_class(const ss_alloc_t *a, uint64_t n) { return (uint32_t)(a->G / n); }
+uint32_t ss_alloc_small_class(uint64_t granule, uint64_t n) {
+    n = round_up(n, SS_ALLOC_ALIGN);
+    return n && n < granule ? (uint32_t)(granule / n) : 0;
+}
+static uint32_t small_class(const ss_alloc_t *a, uint64_t n) { return ss_alloc_small_class(a->G, n); }
 static uint64_t small_slot(const ss_alloc_t *a, uint32_t cls) { return a->G / cls / SS_ALLOC_ALIGN * SS_ALLOC_ALIGN; }
 
 /* Where n bytes go in free block f of pool: the pad before them (small: at a slot of its

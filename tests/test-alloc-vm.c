@@ -15,7 +15,8 @@
  *  - t_small_classes: the small pool's size classes: random small requests and releases; every
  *    block sits in a slot of a granule of its class, and the granules touched never pass, class
  *    by class, ceil(most blocks of the class live since it last had none / its slots per granule)
- *    (the bound the trainer's smallest budget counts, docs/allocator.md);
+ *    (the bound the trainer's smallest budget counts, docs/allocator.md); ss_alloc_small_class
+ *    gives every request's class;
  *  - t_oom_message_stats: "exhausted" vs "fragmented", the largest free run and slack in stats;
  * *  - t_map_fault: a failed map (the fault device) is returned as it is, nothing leaks.
  */
@@ -304,6 +305,7 @@ static void t_small_classes(void) {
         CHECK_OK(ss_alloc_malloc(a, size, &b));
         if (!b) break;
         uint64_t k = G / ((size + 255) / 256 * 256);   /* slots per granule: the class */
+        CHECK_EQ_U64(ss_alloc_small_class(G, size), k);   /* the exported rule says the same */
         L[n] = b;
         cls[n++] = k;
         if (++live_c[k] > peak_c[k]) peak_c[k] = live_c[k];
@@ -322,7 +324,12 @@ static void t_small_classes(void) {
         if ((uint64_t)ng > bound) over++;
     }
     CHECK_EQ_U64(over, 0);
-    CHECK(shared > 1000);   /* most requests went into a granule of their class already in use */
+    CHECK(shared > 1000);
+    /* no small class: a granule or more, segment mode, nothing */
+    CHECK_EQ_U64(ss_alloc_small_class(G, G - 255), 0);
+    CHECK_EQ_U64(ss_alloc_small_class(G, G), 0);
+    CHECK_EQ_U64(ss_alloc_small_class(0, 256), 0);
+    CHECK_EQ_U64(ss_alloc_small_class(G, 0), 0);   /* most requests went into a granule of their class already in use */
     CHECK_OK(ss_alloc_check(a));
     for (int i = 0; i < n; i++) CHECK_OK(ss_alloc_free(a, L[i]));
     ss_alloc_stats st;
