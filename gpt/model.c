@@ -792,8 +792,12 @@ static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uin
      * of its runs has two rows or more) until the layer makes gpt_moe_runs: the most any
      * routing makes. The probe's forced routing keeps its whole tiles (the largest runs any
      * routing can make: its operators' working sets bound every routing's). */
-    int *nr = calloc((size_t)E, sizeof *nr);
-    if (!nr) { free(fill); fail(m, "out of host memory"); drop(m, w); drop(m, p); return NULL; }
+    int *nr = calloc((size_t)E, sizeof *nr), *run_at = malloc(mk * sizeof *run_at);
+    if (!nr || !run_at) {
+        free(nr); free(run_at); free(fill);
+        fail(m, "out of host memory"); drop(m, w); drop(m, p);
+        return NULL;
+    }
     int total = 0;
     for (int e = 0; e < E; e++) total += nr[e] = (r->off[e + 1] - r->off[e] + tile - 1) / tile;
     m->stats.expert_tiles += (uint64_t)total;
@@ -806,22 +810,24 @@ static gpt_tensor *op_moe_route(gpt_model *m, gpt_tensor *logits, int layer, uin
         if (best < 0) break;   /* every run has one row: M*K runs, never fewer than gpt_moe_runs */
         nr[best]++;
     }
+    /* run_at[j]: the run that holds row j of the rows in expert order (r->rows) */
     for (int e = 0; e < E; e++) {
         int n = r->off[e + 1] - r->off[e], q = nr[e] ? n / nr[e] : 0, rem = nr[e] ? n % nr[e] : 0;
-        fill[e] = r->nrun;
         for (int i = 0, j = r->off[e]; i < nr[e]; i++) {
             r->run_e[r->nrun] = e;
             r->run_off[r->nrun] = j;
             r->run_n[r->nrun] = q + (i < rem);
+            for (int x = 0; x < r->run_n[r->nrun]; x++) run_at[j + x] = r->nrun;
             j += r->run_n[r->nrun++];
         }
     }
-    for (size_t i = 0; i < (size_t)M * K; i++) {
-        int e = r->idx[i], n = r->off[e + 1] - r->off[e], q = n / nr[e], rem = n % nr[e], s = r->slot[i];
-        int b = rem * (q + 1);   /* rows of the longer runs */
-        r->run[i] = fill[e] + (s < b ? s / (q + 1) : rem + (s - b) / q);
-        r->rslot[i] = s < b ? s % (q + 1) : (s - b) % q;
+    /* each (token, choice) to its run and its row in the run */
+    for (size_t i = 0; i < mk; i++) {
+        int j = r->off[r->idx[i]] + r->slot[i], u = run_at[j];
+        r->run[i] = u;
+        r->rslot[i] = j - r->run_off[u];
     }
+    free(run_at);
     free(nr);
     free(fill);
     /* the same tables, in the same layout, for the kernels (idx again: the probe forces it) */
