@@ -7,7 +7,6 @@
  * version mismatch says what to re-run, and no input makes the reader crash or leak.
  */
 #include "plan.h"
-#include "stage.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -83,7 +83,7 @@ ss_status ssi_plan_entry_from_tensor(ss_plan *p, const ss_profile *prof, uint32_
 
 /* Sets nops, seq_hash (when prof has none, the running hash after its last operator) and the
  * checkpoints of p from prof: ck[j] = the light profiler's running hash (ssi_profile_running_hashes
- * of stage.h: SSI_SEQ_SEED folded with ssi_seq_step per operator) after operator
+ * of profile.h: SSI_SEQ_SEED folded with ssi_seq_step per operator) after operator
  * (j+1)*every - 1 (every 0 = the default). */
 ss_status ssi_plan_set_checkpoints(ss_plan *p, const ss_profile *prof, uint32_t every);
 

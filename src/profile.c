@@ -1,4 +1,4 @@
-/* profile.c: the profiler. Light mode is the running hash of stage.h (ssi_seq_step), folded
+/* profile.c: the profiler. Light mode is the running hash of profile.h (ssi_seq_step), folded
  * inline by ss_ctx_op in api.c; this file holds what light mode needs besides (the size
  * signature, the running hashes of a recorded profile) and detailed recording into an
  * ss_profile (profile.h): operators with the unconstrained device bytes after each, saved

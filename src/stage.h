@@ -2,7 +2,7 @@
  * cache (stage.c), as the framework context (api.c) drives them.
  *
  * Light mode: every operator folds (hash of its name's text, call site) into a running 64-bit
- * hash, ssi_seq_step; shapes stay out of it. Saved bytes enter the size signature
+ * hash, ssi_seq_step (profile.h); shapes stay out of it. Saved bytes enter the size signature
  * (ssi_size_sig: 16 buckets per power of two, about 4 to 6 % wide). A sequence is keyed by
  * (running hash after its last operator, operator count, size signature of its saved bytes).
  *
@@ -19,12 +19,6 @@
 
 #include "plan.h"
 
-/* The seed of the running hash, and one step of it. */
-#define SSI_SEQ_SEED 0x5EC0DE5EC0DE5EC0ull
-static inline uint64_t ssi_seq_step(uint64_t h, uint64_t name_hash, uint64_t site) {
-    return ssi_hash_fold(h, name_hash ^ (site * 0x9E3779B97F4A7C15ull));
-}
-
 /* One operator in the light profiler's ring of recent operators. */
 typedef struct ssi_ring_op {
     uint64_t site;
@@ -32,22 +26,7 @@ typedef struct ssi_ring_op {
     uint32_t pad;
 } ssi_ring_op;
 
-/* ---- profile.c -------------------------------------------------------------------------- */
-
-/* Size signature of a byte count: 0 for 0, else 16 buckets per power of two. */
-uint64_t ssi_size_sig(uint64_t bytes);
-/* The running hash after each operator of p into out[0 .. p->nops) (out has p->nops slots);
- * returns the hash after the last one (SSI_SEQ_SEED for an empty profile). */
-uint64_t ssi_profile_running_hashes(const ss_profile *p, uint64_t *out);
-/* Sum of the bytes of the tensors flagged SS_TENSOR_SAVED. */
-uint64_t ssi_profile_saved_bytes(const ss_profile *p);
-/* Appends to dst (empty, with at least src's names) the first nops operators of src and the
- * first ntensors tensors (whose producers must be < nops), with their uses before `upto`
- * (<= nops) as pending uses and releases at or past `upto` cleared; operators' mem_after lose
- * the bytes of src's tensors that were not copied. SS_ERR_HOST_OOM leaves dst partly filled
- * (clear it); SS_ERR_INVALID for out-of-range counts. */
-ss_status ssi_profile_copy_prefix(ss_profile *dst, const ss_profile *src, uint32_t nops,
-                                  uint32_t ntensors, uint32_t upto);
+/* ---- profile.c: detailed recording (the running hash and its helpers: profile.h) ---------- */
 
 typedef struct ss_ctx ss_ctx_t;
 typedef struct ssi_handle ssi_handle;

@@ -13,7 +13,6 @@
  */
 #include "strategy.h"
 #include "recompute.h"
-#include "stage.h"   /* ssi_profile_running_hashes */
 
 #include <inttypes.h>
 #include <math.h>

@@ -55,7 +55,6 @@
  * = base + bytes of every tensor alive after it (a tensor released at op r is not counted after r).
  */
 #include "workload.h"
-#include "stage.h"  /* the light profiler's sequence hash and size signature */
 
 #include <math.h>
 #include <stdio.h>
