@@ -314,6 +314,28 @@ static int probe_floors(const gpt_config *c, const gpt_schedule *psch, int mode,
     return 0;
 }
 
+/* probe_floors at the run's min-swap, and the floor printed as the smallest budget (fb). Without
+ * --min-swap and SMARTSWAP_MIN_SWAP (auto_ms) the trainer's default min-swap is a preference, not
+ * a floor: fb is the figure with every saved tensor swappable (min-swap 1 B), and a budget below
+ * the default's own figure (dflt) lowers *min_swap to 1 B, whose figures mb and mbm then are. */
+static int probe_run_floors(const gpt_config *c, const gpt_schedule *psch, int mode, int swapping, int auto_ms,
+                            uint64_t budget, uint64_t *min_swap, uint64_t unit, gpt_min_budget *mb,
+                            gpt_min_budget *mbm, gpt_min_budget *fb, gpt_min_budget *dflt, char *err,
+                            size_t errlen) {
+    if (probe_floors(c, psch, mode, swapping, *min_swap, unit, mb, mbm, err, errlen)) return 1;
+    *fb = *dflt = *mb;
+    if (!swapping || !auto_ms || *min_swap <= 1) return 0;
+    gpt_min_budget lo, lom;
+    if (probe_floors(c, psch, mode, swapping, 1, unit, &lo, &lom, err, errlen)) return 1;
+    *fb = lo;
+    if (budget < mbm->min_budget_bytes) {
+        *mb = lo;
+        *mbm = lom;
+        *min_swap = 1;
+    }
+    return 0;
+}
+
 int cmd_train(int argc, char **argv) {
     flags fl;
     int pr = parse(argc, argv, &fl);
@@ -371,8 +393,10 @@ int cmd_train(int argc, char **argv) {
     if (cli_options_init(CMD, &opts)) return 2;
     if (fl.ratio_scale > 0) opts.sim_ratio_scale = fl.ratio_scale;
     if (fl.host_mem_set) opts.host_mem_bytes = fl.host_mem;
+    int auto_ms = !fl.min_swap_set && !getenv("SMARTSWAP_MIN_SWAP");   /* the trainer's default */
     if (fl.min_swap_set) opts.min_swap_bytes = fl.min_swap;
-    else if (!getenv("SMARTSWAP_MIN_SWAP")) opts.min_swap_bytes = gpt_min_swap_default(c, fl.seq_min);
+    else if (auto_ms) opts.min_swap_bytes = gpt_min_swap_default(c, fl.seq_min);
+    uint64_t ms_default = opts.min_swap_bytes;
     if (fl.threads > 0) {
 #ifdef _OPENMP
         omp_set_num_threads((int)fl.threads);
@@ -396,6 +420,8 @@ int cmd_train(int argc, char **argv) {
                          (float)fl.lr};
     gpt_min_budget mb;
     gpt_min_budget mbm;   /* this mode's own: none and recompute keep their saved tensors */
+    gpt_min_budget mbf;   /* the floor printed and logged (probe_run_floors) */
+    gpt_min_budget mbd;   /* the default min-swap's figure, when the budget lowered it */
     /* counted in the allocator's unit: 256 B with plain segments; with granules (option
      * granule) the granule this budget's allocator will use (ss_alloc_granule_for: raised to
      * budget / 16384 and to the device's page). The device is not open yet, so the page assumed
@@ -410,7 +436,9 @@ int cmd_train(int argc, char **argv) {
     uint64_t unit = opts.granule_bytes ? ss_alloc_granule_for(opts.granule_bytes, have_budget ? fl.budget : state, vmg)
                                        : 256;
     for (int round = 0;; round++) {
-        if (probe_floors(c, &psch, fl.mode, swapping, opts.min_swap_bytes, unit, &mb, &mbm, err, sizeof err)) {
+        opts.min_swap_bytes = ms_default;
+        if (probe_run_floors(c, &psch, fl.mode, swapping, auto_ms, fl.budget, &opts.min_swap_bytes, unit, &mb, &mbm,
+                             &mbf, &mbd, err, sizeof err)) {
             cli_error(CMD, NULL, "the smallest-budget probe failed: %s", err);
             return 1;
         }
@@ -421,7 +449,8 @@ int cmd_train(int argc, char **argv) {
     char refusal[512];
     if (gpt_min_budget_refuse(&mbm, fl.budget, refusal, sizeof refusal)) {
         cli_error(CMD,
-                  swapping ? "raise --budget to at least the smallest budget, or lower --min-swap, --batch or --seq"
+                  swapping ? (auto_ms ? "raise --budget to at least the smallest budget, or lower --batch or --seq"
+                                      : "raise --budget to at least the smallest budget, or lower --min-swap, --batch or --seq")
                            : "raise --budget to at least the smallest budget, or use --mode smartswap or offload-all (they swap saved tensors out, so theirs is lower)",
                   "%s", refusal);
         return 1;
@@ -503,7 +532,9 @@ int cmd_train(int argc, char **argv) {
         eff.granule_bytes && eff.granule_bytes != unit) {
         /* the device's granule is not the one the figures were counted in: count again */
         unit = eff.granule_bytes;
-        int bad = probe_floors(c, &psch, fl.mode, swapping, opts.min_swap_bytes, unit, &mb, &mbm, err, sizeof err);
+        opts.min_swap_bytes = ms_default;
+        int bad = probe_run_floors(c, &psch, fl.mode, swapping, auto_ms, fl.budget, &opts.min_swap_bytes, unit, &mb,
+                                   &mbm, &mbf, &mbd, err, sizeof err);
         if (!bad && fl.mode == GPT_MODE_SMARTSWAP && !fl.swap_only && !demoted)
             bad = gpt_min_budget_probe_hybrid(c, &psch, opts.min_swap_bytes, unit, &mbh, err, sizeof err);
         if (bad) cli_error(CMD, NULL, "the smallest-budget probe failed: %s", err);
@@ -636,10 +667,18 @@ int cmd_train(int argc, char **argv) {
                    opts.sim_d2h_gbps, opts.sim_h2d_gbps);
     }
     printf("  smallest budget %s (%llu bytes) = state %s + the largest working set of one operator %s (%s%s, at "
-           "%d tokens a row%s)\n", gpt_fmt_bytes(mb.min_budget_bytes, a, sizeof a),
-           (unsigned long long)mb.min_budget_bytes, gpt_fmt_bytes(mb.state_bytes, b, sizeof b),
-           gpt_fmt_bytes(mb.work_bytes, d, sizeof d), mb.op, mb.backward ? ", backward" : "", mb.seq,
+           "%d tokens a row%s)\n", gpt_fmt_bytes(mbf.min_budget_bytes, a, sizeof a),
+           (unsigned long long)mbf.min_budget_bytes, gpt_fmt_bytes(mbf.state_bytes, b, sizeof b),
+           gpt_fmt_bytes(mbf.work_bytes, d, sizeof d), mbf.op, mbf.backward ? ", backward" : "", mbf.seq,
            c->moe_experts ? ", every token routed to one expert" : "");
+    if (swapping && auto_ms && opts.min_swap_bytes < ms_default)
+        printf("  min-swap lowered to 1 B (every saved tensor may be swapped): the budget is below %s (%llu bytes), "
+               "the smallest budget at the default min-swap %s\n", gpt_fmt_bytes(mbd.min_budget_bytes, b, sizeof b),
+               (unsigned long long)mbd.min_budget_bytes, gpt_fmt_bytes(ms_default, a, sizeof a));
+    else if (swapping && auto_ms && mbf.min_budget_bytes < mbd.min_budget_bytes)
+        printf("  min-swap %s by default; a budget below %s (%llu bytes) lowers it to 1 B (every saved tensor may be "
+               "swapped)\n", gpt_fmt_bytes(ms_default, a, sizeof a), gpt_fmt_bytes(mbd.min_budget_bytes, b, sizeof b),
+               (unsigned long long)mbd.min_budget_bytes);
     if (swapping)
         printf("  host need %s (%llu bytes): the most pinned host memory swapping can hold (every saved tensor's "
                "host copy at once); a --host-mem cap below it is refused\n", gpt_fmt_bytes(mb.host_bytes, a, sizeof a),
@@ -755,7 +794,7 @@ int cmd_train(int argc, char **argv) {
                         (unsigned long long)(swapping ? sw.op_hash : prof.keep.op_hash),
                         (unsigned long long)lastrep->seq_hash, (int)lastrep->plan_event,
                         !prof.failed && lastrep->detailed ? "true" : "false", (unsigned long long)state,
-                        (unsigned long long)mb.min_budget_bytes, (unsigned long long)mb.host_bytes,
+                        (unsigned long long)mbf.min_budget_bytes, (unsigned long long)mb.host_bytes,
                         (unsigned long long)m.stats.rebuilt, (unsigned long long)m.stats.rebuilt_bytes);
                 fflush(log);
             }
@@ -808,8 +847,8 @@ int cmd_train(int argc, char **argv) {
                gpt_fmt_bytes(as.peak_reserved_bytes, err + 64, 32), gpt_fmt_bytes(tot.swapped_out_bytes, err + 128, 32),
                gpt_mode_name((gpt_mode)fl.mode));
         printf("  smallest budget %s (%llu bytes; state %s + working set %s at %s)\n",
-               gpt_fmt_bytes(mb.min_budget_bytes, a, sizeof a), (unsigned long long)mb.min_budget_bytes,
-               gpt_fmt_bytes(mb.state_bytes, b, sizeof b), gpt_fmt_bytes(mb.work_bytes, d, sizeof d), mb.op);
+               gpt_fmt_bytes(mbf.min_budget_bytes, a, sizeof a), (unsigned long long)mbf.min_budget_bytes,
+               gpt_fmt_bytes(mbf.state_bytes, b, sizeof b), gpt_fmt_bytes(mbf.work_bytes, d, sizeof d), mbf.op);
         if (swapping)
             printf("  executor: swapped out %s, in %s (%u out, %u in) | evictions %u (%s) | stalls %u (%.1f ms) | "
                    "misses %u | host pool peak %s | host-full %u\n",
