@@ -391,50 +391,52 @@ void k_flash_attn_fwd(float *out, float *lse, const float *q, const float *k, co
 }
 
 /* Flash backward: one task per (b, KV head), which owns dk, dv of that head and dq of its G query
- * heads, as in k_attn_bwd. Per query row t: D = dout . out; per key block: p = exp(score - lse),
- * dp = dout . v, ds = p (dp - D) scale; dq += ds k, dk += ds q, dv += p dout. */
+ * heads, as in k_attn_bwd. The forward's output is not needed: per query row t a first pass over
+ * its keys recomputes p = exp(score - lse) and dp = dout . v, kept in the task's row buffers, and
+ * D = sum_s p dp (= dout . out, since out = sum_s p v); the second pass takes them back,
+ * ds = p (dp - D) scale; dq += ds k, dk += ds q, dv += p dout. */
 void k_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                      const float *v, const float *out, const float *lse, int B, int T, int A, int KV, int hd) {
+                      const float *v, const float *lse, int B, int T, int A, int KV, int hd) {
     const float scale = 1.0f / sqrtf((float)hd);
     const int G = A / KV;
 #pragma omp parallel for collapse(2) schedule(static) if((size_t)B * A * T * T * hd >= GPT_PAR_MIN)
     for (int b = 0; b < B; b++)
-        for (int kh = 0; kh < KV; kh++)
+        for (int kh = 0; kh < KV; kh++) {
+            float *pr = malloc(2 * (size_t)T * sizeof *pr);   /* (2T) scratch of one row: p, dp */
+            if (!pr) abort();
+            float *dpr = pr + T;
             for (int g = 0; g < G; g++) {
                 int h = kh * G + g;
                 for (int t = 0; t < T; t++) {
                     const float *go = dout + (((size_t)b * T + t) * A + h) * hd;
-                    const float *orow = out + (((size_t)b * T + t) * A + h) * hd;
                     const float *qr = q + (((size_t)b * T + t) * A + h) * hd;
                     float *dqr = dq + (((size_t)b * T + t) * A + h) * hd;
                     float L = lse[((size_t)b * A + h) * T + t];
-                    float D = 0.0f, pb[GPT_ATTN_BLOCK], dsb[GPT_ATTN_BLOCK];
-                    for (int j = 0; j < hd; j++) D += go[j] * orow[j];
-                    for (int s0 = 0; s0 <= t; s0 += GPT_ATTN_BLOCK) {
-                        int s1 = s0 + GPT_ATTN_BLOCK <= t + 1 ? s0 + GPT_ATTN_BLOCK : t + 1;
-                        for (int s = s0; s < s1; s++) {   /* the block's probabilities, recomputed */
-                            const float *kr = k + (((size_t)b * T + s) * KV + kh) * hd;
-                            const float *vr = v + (((size_t)b * T + s) * KV + kh) * hd;
-                            float d = 0.0f, dp = 0.0f;
-                            for (int j = 0; j < hd; j++) { d += qr[j] * kr[j]; dp += go[j] * vr[j]; }
-                            float p = expf(d * scale - L);
-                            pb[s - s0] = p;
-                            dsb[s - s0] = p * (dp - D) * scale;
-                        }
-                        for (int s = s0; s < s1; s++) {
-                            const float *kr = k + (((size_t)b * T + s) * KV + kh) * hd;
-                            float *dkr = dk + (((size_t)b * T + s) * KV + kh) * hd;
-                            float *dvr = dv + (((size_t)b * T + s) * KV + kh) * hd;
-                            float ds = dsb[s - s0], p = pb[s - s0];
-                            for (int j = 0; j < hd; j++) {
-                                dqr[j] += ds * kr[j];
-                                dkr[j] += ds * qr[j];
-                                dvr[j] += p * go[j];
-                            }
+                    float D = 0.0f;
+                    for (int s = 0; s <= t; s++) {   /* the row's probabilities, recomputed */
+                        const float *kr = k + (((size_t)b * T + s) * KV + kh) * hd;
+                        const float *vr = v + (((size_t)b * T + s) * KV + kh) * hd;
+                        float d = 0.0f, dp = 0.0f;
+                        for (int j = 0; j < hd; j++) { d += qr[j] * kr[j]; dp += go[j] * vr[j]; }
+                        pr[s] = expf(d * scale - L);
+                        dpr[s] = dp;
+                        D += pr[s] * dp;
+                    }
+                    for (int s = 0; s <= t; s++) {
+                        const float *kr = k + (((size_t)b * T + s) * KV + kh) * hd;
+                        float *dkr = dk + (((size_t)b * T + s) * KV + kh) * hd;
+                        float *dvr = dv + (((size_t)b * T + s) * KV + kh) * hd;
+                        float p = pr[s], ds = p * (dpr[s] - D) * scale;
+                        for (int j = 0; j < hd; j++) {
+                            dqr[j] += ds * kr[j];
+                            dkr[j] += ds * qr[j];
+                            dvr[j] += p * go[j];
                         }
                     }
                 }
             }
+            free(pr);
+        }
 }
 
 float k_xent_fwd(float *probs, float *losses, const float *logits, const int *targets, int M, int V) {

@@ -567,16 +567,24 @@ __global__ static void flash_fwd_k(float *out, float *lse, const float *q, const
     if (lane == 0) lse[r] = mx + logf(l);   /* lse (B,A,T): index r */
 }
 
-/* flash backward, step 1: D (B,A,T) = dout . out per row */
-__global__ static void flash_bwd_d_k(float *D, const float *dout, const float *out, int B, int T, int A, int hd) {
+/* flash backward, step 1: D (B,A,T) = dout . out per row, as sum_s p_s (dout . v_s) over the
+ * row's keys ascending (the forward's output is not kept); p = exp(score - lse) as in step 2 */
+__global__ static void flash_bwd_d_k(float *D, const float *dout, const float *q, const float *k, const float *v,
+                                     const float *lse, int B, int T, int A, int KV, int hd, float scale) {
     size_t r = WARP_ID;
     int lane = LANE;
     if (r >= (size_t)B * A * T) return;
     int t = (int)(r % T), h = (int)((r / T) % A), b = (int)(r / ((size_t)T * A));
-    const float *go = dout + QROW(b, t, h), *orow = out + QROW(b, t, h);
-    float d = 0.0f;
-    for (int j = lane; j < hd; j += 32) d += go[j] * orow[j];
-    d = warp_sum(d);
+    int kh = h / (A / KV);
+    float qr[KC_HDL], go[KC_HDL];
+    lane_load_hd(qr, q + QROW(b, t, h), lane, hd);
+    lane_load_hd(go, dout + QROW(b, t, h), lane, hd);
+    float L = lse[r], d = 0.0f;
+    for (int s = 0; s <= t; s++) {
+        float sc = warp_dot_hd(qr, k + KROW(b, s, kh), lane, hd);
+        float dp = warp_dot_hd(go, v + KROW(b, s, kh), lane, hd);
+        d += expf(sc * scale - L) * dp;
+    }
     if (lane == 0) D[r] = d;
 }
 
@@ -656,14 +664,15 @@ extern "C" void kc_flash_attn_fwd(float *out, float *lse, const float *q, const 
 }
 
 extern "C" void kc_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                                  const float *k, const float *v, const float *out, const float *lse, int B,
-                                  int T, int A, int KV, int hd) {
+                                  const float *k, const float *v, const float *lse, int B, int T, int A, int KV,
+                                  int hd) {
     if (!kc_attn_shape_ok(B, T, A, KV, hd, "flash_attn_bwd")) return;
     size_t rows = (size_t)B * A * T, krows = (size_t)B * KV * T;
     float scale = 1.0f / sqrtf((float)hd);
     float *D = kc_scratch(rows);
     if (!D) return;
-    flash_bwd_d_k<<<kc_warp_blocks(rows), KC_WARPS * 32, 0, kc.stream>>>(D, dout, out, B, T, A, hd);
+    flash_bwd_d_k<<<kc_warp_blocks(rows), KC_WARPS * 32, 0, kc.stream>>>(D, dout, q, k, v, lse, B, T, A, KV, hd,
+                                                                         scale);
     KC_LAUNCHED("flash_attn_bwd D");
     if (dq) {
         flash_bwd_dq_k<<<kc_warp_blocks(rows), KC_WARPS * 32, 0, kc.stream>>>(dq, dout, q, k, v, lse, D, B, T, A, KV,

@@ -94,7 +94,7 @@ void kc_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float
 void kc_flash_attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                        int B, int T, int A, int KV, int hd);
 void kc_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                       const float *v, const float *out, const float *lse, int B, int T, int A, int KV, int hd);
+                       const float *v, const float *lse, int B, int T, int A, int KV, int hd);
 
 void kc_swiglu_fwd(float *out, const float *g, const float *u, size_t n);
 void kc_swiglu_bwd(float *dg, float *du, const float *dout, const float *g, const float *u, size_t n);

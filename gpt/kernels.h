@@ -51,14 +51,14 @@ void k_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float 
 /* Flash-style causal attention with grouped KV heads (docs/trainer.md, "Attention"): the same
  * q k v layouts as k_attn_fwd; an online softmax over key blocks of GPT_ATTN_BLOCK keys, so no
  * (T,T) matrix exists. out (B,T,A,hd); lse (B,A,T) = the log-sum-exp of each row's scaled scores,
- * which is all the backward needs besides q, k, v and out. */
+ * which is all the backward needs besides q, k and v (not out: it keeps no output alive). */
 #define GPT_ATTN_BLOCK 64
 void k_flash_attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                       int B, int T, int A, int KV, int hd);
-/* dq (B,T,A,hd) +=, dk dv (B,T,KV,hd) +=: recomputes each key block's probabilities from q, k and
- * lse (exp(score - lse)), never storing a (T,T) matrix. */
+/* dq (B,T,A,hd) +=, dk dv (B,T,KV,hd) +=: recomputes each row's probabilities from q, k and lse
+ * (exp(score - lse)), never storing a (T,T) matrix, and D = dout . out as sum_s p_s (dout . v_s). */
 void k_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                      const float *v, const float *out, const float *lse, int B, int T, int A, int KV, int hd);
+                      const float *v, const float *lse, int B, int T, int A, int KV, int hd);
 
 /* out (n) = silu(g) * u */
 void k_swiglu_fwd(float *out, const float *g, const float *u, size_t n);

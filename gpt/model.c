@@ -582,7 +582,7 @@ static gpt_tensor *op_attention(gpt_model *m, gpt_tensor *q, gpt_tensor *k, gpt_
         gpt_node *n = push_node(m, OP_ATTN, layer, site);
         if (n) {
             n->in[0] = q; n->in[1] = k; n->in[2] = v; n->out = y;
-            save(m, n, q); save(m, n, k); save(m, n, v); save(m, n, y); save(m, n, lse);
+            save(m, n, q); save(m, n, k); save(m, n, v); save(m, n, lse);   /* not y: the backward needs none */
         }
         drop(m, lse);
         return y;
@@ -1268,8 +1268,8 @@ static void node_backward(gpt_model *m, gpt_node *n) {
     case OP_ATTN: {
         float *dq = gradof(m, n->in[0]), *dk = gradof(m, n->in[1]), *dv = gradof(m, n->in[2]);
         if (!dq || !dk || !dv) break;
-        if (n->nsaved == 5)   /* flash: q, k, v, out, lse */
-            m->ops->flash_attn_bwd(dq, dk, dv, dout, s[0], s[1], s[2], s[3], s[4], B, T, A, KV, hd);
+        if (m->cfg.attention == GPT_ATTN_FLASH)   /* flash: q, k, v, lse */
+            m->ops->flash_attn_bwd(dq, dk, dv, dout, s[0], s[1], s[2], s[3], B, T, A, KV, hd);
         else
             m->ops->attn_bwd(dq, dk, dv, dout, s[0], s[1], s[2], s[3], B, T, A, KV, hd);
         break;

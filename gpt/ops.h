@@ -58,8 +58,7 @@ typedef struct gpt_ops {
     void (*flash_attn_fwd)(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
                            int A, int KV, int hd);
     void (*flash_attn_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                           const float *v, const float *out, const float *lse, int B, int T, int A, int KV,
-                           int hd);
+                           const float *v, const float *lse, int B, int T, int A, int KV, int hd);
     void (*swiglu_fwd)(float *out, const float *g, const float *u, size_t n);
     void (*swiglu_bwd)(float *dg, float *du, const float *dout, const float *g, const float *u, size_t n);
     void (*add_fwd)(float *out, const float *a, const float *b, size_t n);

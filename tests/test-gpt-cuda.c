@@ -186,14 +186,14 @@ static void attn_case(int B, int T, int A, int KV, int hd) {
     k_attn_fwd(out.c, att.c, q.h, k.h, v.h, B, T, A, KV, hd);
     k_attn_bwd(dq.c, dk.c, dv.c, dout.h, q.h, k.h, v.h, att.c, B, T, A, KV, hd);
     k_flash_attn_fwd(fout.c, lse.c, q.h, k.h, v.h, B, T, A, KV, hd);
-    k_flash_attn_bwd(fdq.c, fdk.c, fdv.c, dout.h, q.h, k.h, v.h, fout.c, lse.c, B, T, A, KV, hd);
+    k_flash_attn_bwd(fdq.c, fdk.c, fdv.c, dout.h, q.h, k.h, v.h, lse.c, B, T, A, KV, hd);
     for (int rep = 0; rep < 2; rep++) {
         push(&q); push(&k); push(&v); push(&dout);
         push(&dq); push(&dk); push(&dv); push(&fdq); push(&fdk); push(&fdv);
         kc_attn_fwd(out.d, att.d, q.d, k.d, v.d, B, T, A, KV, hd);
         kc_attn_bwd(dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d, att.d, B, T, A, KV, hd);
         kc_flash_attn_fwd(fout.d, lse.d, q.d, k.d, v.d, B, T, A, KV, hd);
-        kc_flash_attn_bwd(fdq.d, fdk.d, fdv.d, dout.d, q.d, k.d, v.d, fout.d, lse.d, B, T, A, KV, hd);
+        kc_flash_attn_bwd(fdq.d, fdk.d, fdv.d, dout.d, q.d, k.d, v.d, lse.d, B, T, A, KV, hd);
         synced("attention");
         pull(&out, rep); pull(&att, rep); pull(&dq, rep); pull(&dk, rep); pull(&dv, rep);
         pull(&fout, rep); pull(&lse, rep); pull(&fdq, rep); pull(&fdk, rep); pull(&fdv, rep);

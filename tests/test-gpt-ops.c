@@ -370,7 +370,7 @@ static void t_flash_attention(void) {
     CHECK_MSG(lerr <= FWD_TOL * lmax, "flash lse: error %.3g of %.3g", lerr, lmax);
     CHECK_MSG(rescaled > 0, "no row's maximum came from a later key block: the rescaling is untested");
     fprintf(stderr, "     %-22s lse err %.2e, %d rows rescaled\n", "flash attention", lerr / lmax, rescaled);
-    k_flash_attn_bwd(dq, dk, dv, r, q, k, v, out, lse, c.B, c.T, c.A, c.KV, c.hd);
+    k_flash_attn_bwd(dq, dk, dv, r, q, k, v, lse, c.B, c.T, c.A, c.KV, c.hd);
     double *gq = numgrad(l_attn, &c, in, 0, nq), *gk = numgrad(l_attn, &c, in, 1, nk), *gv = numgrad(l_attn, &c, in, 2, nk);
     check_grad("flash dq", dq, dq0, gq, nq);
     check_grad("flash dk (GQA)", dk, dk0, gk, nk);

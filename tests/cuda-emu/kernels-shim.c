@@ -106,12 +106,12 @@ void kc_flash_attn_fwd(float *out, float *lse, const float *q, const float *k, c
                        int KV, int hd) {
     LAUNCH(fa_f, out, lse, q, k, v, B, T, A, KV, hd);
 }
-typedef struct { float *dq, *dk, *dv; const float *dout, *q, *k, *v, *out, *lse; int B, T, A, KV, hd; } fa_b;
-RUN(fa_b, k_flash_attn_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->lse, a->B, a->T, a->A, a->KV,
+typedef struct { float *dq, *dk, *dv; const float *dout, *q, *k, *v, *lse; int B, T, A, KV, hd; } fa_b;
+RUN(fa_b, k_flash_attn_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->lse, a->B, a->T, a->A, a->KV,
                            a->hd))
 void kc_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                       const float *v, const float *out, const float *lse, int B, int T, int A, int KV, int hd) {
-    LAUNCH(fa_b, dq, dk, dv, dout, q, k, v, out, lse, B, T, A, KV, hd);
+                       const float *v, const float *lse, int B, int T, int A, int KV, int hd) {
+    LAUNCH(fa_b, dq, dk, dv, dout, q, k, v, lse, B, T, A, KV, hd);
 }
 typedef struct { float *out; const float *g, *u; size_t n; } sw_f;
 RUN(sw_f, k_swiglu_fwd(a->out, a->g, a->u, a->n))
