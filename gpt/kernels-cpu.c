@@ -394,7 +394,9 @@ void k_flash_attn_fwd(float *out, float *lse, const float *q, const float *k, co
  * heads, as in k_attn_bwd. The forward's output is not needed: per query row t a first pass over
  * its keys recomputes p = exp(score - lse) and dp = dout . v, kept in the task's row buffers, and
  * D = sum_s p dp (= dout . out, since out = sum_s p v); the second pass takes them back,
- * ds = p (dp - D) scale; dq += ds k, dk += ds q, dv += p dout. */
+ * ds = p (dp - D) scale; dk += ds q, dv += p dout, and the row's dq = sum_s ds k in a row buffer,
+ * added to dq when the row is done (written over it when dq is dout itself: no other row reads
+ * this row of dout). */
 void k_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                       const float *v, const float *lse, int B, int T, int A, int KV, int hd) {
     const float scale = 1.0f / sqrtf((float)hd);
@@ -402,9 +404,9 @@ void k_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const 
 #pragma omp parallel for collapse(2) schedule(static) if((size_t)B * A * T * T * hd >= GPT_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int kh = 0; kh < KV; kh++) {
-            float *pr = malloc(2 * (size_t)T * sizeof *pr);   /* (2T) scratch of one row: p, dp */
+            float *pr = malloc((2 * (size_t)T + (size_t)hd) * sizeof *pr);   /* one row's p, dp, dq */
             if (!pr) abort();
-            float *dpr = pr + T;
+            float *dpr = pr + T, *acc = pr + 2 * (size_t)T;
             for (int g = 0; g < G; g++) {
                 int h = kh * G + g;
                 for (int t = 0; t < T; t++) {
@@ -422,17 +424,20 @@ void k_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const 
                         dpr[s] = dp;
                         D += pr[s] * dp;
                     }
+                    for (int j = 0; j < hd; j++) acc[j] = 0.0f;
                     for (int s = 0; s <= t; s++) {
                         const float *kr = k + (((size_t)b * T + s) * KV + kh) * hd;
                         float *dkr = dk + (((size_t)b * T + s) * KV + kh) * hd;
                         float *dvr = dv + (((size_t)b * T + s) * KV + kh) * hd;
                         float p = pr[s], ds = p * (dpr[s] - D) * scale;
                         for (int j = 0; j < hd; j++) {
-                            dqr[j] += ds * kr[j];
+                            acc[j] += ds * kr[j];
                             dkr[j] += ds * qr[j];
                             dvr[j] += p * go[j];
                         }
                     }
+                    if (dq == dout) for (int j = 0; j < hd; j++) dqr[j] = acc[j];
+                    else for (int j = 0; j < hd; j++) dqr[j] += acc[j];
                 }
             }
             free(pr);

@@ -601,7 +601,8 @@ __global__ static void flash_bwd_dq_k(float *dq, const float *dout, const float 
     lane_load_hd(qr, q + QROW(b, t, h), lane, hd);
     lane_load_hd(go, dout + QROW(b, t, h), lane, hd);
     float *dqr = dq + QROW(b, t, h);
-    lane_load_hd(acc, dqr, lane, hd);
+    if (dq == dout) for (int i = 0; i < KC_HDL; i++) acc[i] = 0.0f;   /* written over this row of dout */
+    else lane_load_hd(acc, dqr, lane, hd);
     float L = lse[r], Dr = D[r];
     for (int s = 0; s <= t; s++) {
         const float *kr = k + KROW(b, s, kh);
@@ -674,15 +675,17 @@ extern "C" void kc_flash_attn_bwd(float *dq, float *dk, float *dv, const float *
     flash_bwd_d_k<<<kc_warp_blocks(rows), KC_WARPS * 32, 0, kc.stream>>>(D, dout, q, k, v, lse, B, T, A, KV, hd,
                                                                          scale);
     KC_LAUNCHED("flash_attn_bwd D");
-    if (dq) {
-        flash_bwd_dq_k<<<kc_warp_blocks(rows), KC_WARPS * 32, 0, kc.stream>>>(dq, dout, q, k, v, lse, D, B, T, A, KV,
-                                                                             hd, scale);
-        KC_LAUNCHED("flash_attn_bwd dq");
-    }
+    /* dk, dv before dq: dq may be dout itself (the dq kernel writes each row over the dout row it
+     * has read; the dk dv kernel reads every row of dout) */
     if (dk && dv) {
         flash_bwd_dkv_k<<<kc_warp_blocks(krows), KC_WARPS * 32, 0, kc.stream>>>(dk, dv, dout, q, k, v, lse, D, B, T,
                                                                                A, KV, hd, scale);
         KC_LAUNCHED("flash_attn_bwd dk dv");
+    }
+    if (dq) {
+        flash_bwd_dq_k<<<kc_warp_blocks(rows), KC_WARPS * 32, 0, kc.stream>>>(dq, dout, q, k, v, lse, D, B, T, A, KV,
+                                                                             hd, scale);
+        KC_LAUNCHED("flash_attn_bwd dq");
     }
 }
 

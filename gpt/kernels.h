@@ -56,7 +56,8 @@ void k_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float 
 void k_flash_attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                       int B, int T, int A, int KV, int hd);
 /* dq (B,T,A,hd) +=, dk dv (B,T,KV,hd) +=: recomputes each row's probabilities from q, k and lse
- * (exp(score - lse)), never storing a (T,T) matrix, and D = dout . out as sum_s p_s (dout . v_s). */
+ * (exp(score - lse)), never storing a (T,T) matrix, and D = dout . out as sum_s p_s (dout . v_s).
+ * dq may be dout itself: then dq = (not +=) q's gradient, written over dout. */
 void k_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                       const float *v, const float *lse, int B, int T, int A, int KV, int hd);
 

@@ -1266,6 +1266,12 @@ static void node_backward(gpt_model *m, gpt_node *n) {
         break;
     }
     case OP_ATTN: {
+        /* flash: q's gradient takes the output gradient's buffer when q has none yet (this is
+         * q's one consumer), written over it by the kernel, so the two never live side by side */
+        if (m->cfg.attention == GPT_ATTN_FLASH && !n->in[0]->grad && n->out->grad && n->in[0]->n == n->out->n) {
+            n->in[0]->grad = n->out->grad;
+            n->out->grad = NULL;
+        }
         float *dq = gradof(m, n->in[0]), *dk = gradof(m, n->in[1]), *dv = gradof(m, n->in[2]);
         if (!dq || !dk || !dv) break;
         if (m->cfg.attention == GPT_ATTN_FLASH)   /* flash: q, k, v, lse */
