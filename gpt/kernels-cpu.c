@@ -307,8 +307,10 @@ void k_swiglu_bwd(float *dg, float *du, const float *dout, const float *g, const
         float x = g[i];
         float sig = 1.0f / (1.0f + expf(-x));
         float silu = x * sig;
-        if (du) du[i] += dout[i] * silu;
-        if (dg) dg[i] += dout[i] * u[i] * (sig * (1.0f + x * (1.0f - sig)));
+        float go = dout[i], d = go * u[i] * (sig * (1.0f + x * (1.0f - sig)));
+        if (du) du[i] += go * silu;
+        if (dg == dout) dg[i] = d;   /* dg written over dout (docs/trainer.md) */
+        else if (dg) dg[i] += d;
     }
 }
 

@@ -707,8 +707,10 @@ __global__ static void swiglu_bwd_k(float *dg, float *du, const float *dout, con
     float x = g[i];
     float sig = 1.0f / (1.0f + expf(-x));
     float silu = x * sig;
-    if (du) du[i] += dout[i] * silu;
-    if (dg) dg[i] += dout[i] * u[i] * (sig * (1.0f + x * (1.0f - sig)));
+    float go = dout[i], d = go * u[i] * (sig * (1.0f + x * (1.0f - sig)));
+    if (du) du[i] += go * silu;
+    if (dg == dout) dg[i] = d;   /* dg written over dout */
+    else if (dg) dg[i] += d;
 }
 
 __global__ static void add_k(float *out, const float *a, const float *b, size_t n) {

@@ -63,7 +63,7 @@ void k_flash_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const 
 
 /* out (n) = silu(g) * u */
 void k_swiglu_fwd(float *out, const float *g, const float *u, size_t n);
-/* dg (n) +=, du (n) += */
+/* dg (n) +=, du (n) +=; dg may be dout itself: then dg = (not +=) g's gradient, over dout */
 void k_swiglu_bwd(float *dg, float *du, const float *dout, const float *g, const float *u, size_t n);
 
 /* out (n) = a + b */

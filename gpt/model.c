@@ -408,6 +408,17 @@ static float *gradof(gpt_model *m, gpt_tensor *t) {
     return F(t->grad);
 }
 
+/* Backward in place: the gradient of `out` becomes `in`'s when `in` has none yet (out is the
+ * operator's output, in its input of the same size whose one consumer this operator is), so the
+ * two are never live side by side; 1 if moved. The kernel then writes in's gradient over out's. */
+static int grad_move(gpt_model *m, gpt_tensor *out, gpt_tensor *in) {
+    if (m->err || !out->grad || in->grad || in->n != out->n || probe_slack(m, in->name) != probe_slack(m, out->name))
+        return 0;
+    in->grad = out->grad;
+    out->grad = NULL;
+    return 1;
+}
+
 static void report_op(gpt_model *m, int kind, uint64_t site, int backward) {
     if (m->replaying) { m->stats.recomputed_ops++; return; }   /* a layer re-run is no operator */
     m->stats.ops++;
@@ -1268,10 +1279,7 @@ static void node_backward(gpt_model *m, gpt_node *n) {
     case OP_ATTN: {
         /* flash: q's gradient takes the output gradient's buffer when q has none yet (this is
          * q's one consumer), written over it by the kernel, so the two never live side by side */
-        if (m->cfg.attention == GPT_ATTN_FLASH && !n->in[0]->grad && n->out->grad && n->in[0]->n == n->out->n) {
-            n->in[0]->grad = n->out->grad;
-            n->out->grad = NULL;
-        }
+        if (m->cfg.attention == GPT_ATTN_FLASH) grad_move(m, n->out, n->in[0]);
         float *dq = gradof(m, n->in[0]), *dk = gradof(m, n->in[1]), *dv = gradof(m, n->in[2]);
         if (!dq || !dk || !dv) break;
         if (m->cfg.attention == GPT_ATTN_FLASH)   /* flash: q, k, v, lse */
@@ -1284,6 +1292,9 @@ static void node_backward(gpt_model *m, gpt_node *n) {
         lxent_backward(m, n, raw[0], m->hten[n->s0]->b16, s[1]);
         break;
     case OP_SWIGLU: {
+        /* the gate's gradient takes the output gradient's buffer when the gate has none yet
+         * (this is its one consumer), written over it element by element */
+        if (n->in[0] != n->in[1]) grad_move(m, n->out, n->in[0]);
         float *dg = gradof(m, n->in[0]), *du = gradof(m, n->in[1]);
         const gpt_tensor *g = m->hten[n->s0], *u = m->hten[n->s0 + 1];
         size_t nn = n->out->n;
@@ -1297,7 +1308,10 @@ static void node_backward(gpt_model *m, gpt_node *n) {
         break;
     }
     case OP_ADD: {
-        float *da = gradof(m, n->in[0]);
+        /* the residual add: a's gradient is dout itself when a has none yet (then its buffer
+         * moves to a), else dout is added to it; b's is added */
+        int moved = n->in[0] != n->in[1] && grad_move(m, n->out, n->in[0]);
+        float *da = moved ? NULL : gradof(m, n->in[0]);
         if (da) m->ops->accumulate(da, dout, n->out->n);
         float *db = gradof(m, n->in[1]);
         if (db) m->ops->accumulate(db, dout, n->out->n);

@@ -375,6 +375,19 @@ static void t_flash_attention(void) {
     check_grad("flash dq", dq, dq0, gq, nq);
     check_grad("flash dk (GQA)", dk, dk0, gk, nk);
     check_grad("flash dv (GQA)", dv, dv0, gv, nk);
+    {   /* in place (the model's): dq given as dout itself is q's gradient, equal to the one
+         * accumulated from zero into a buffer of its own, and dk, dv are the same */
+        float *z = fzeros(nq), *dk1 = fzeros(nk), *dv1 = fzeros(nk), *dk2 = fzeros(nk), *dv2 = fzeros(nk);
+        float *x = malloc(nq * 4);
+        memcpy(x, r, nq * 4);
+        k_flash_attn_bwd(z, dk1, dv1, r, q, k, v, lse, c.B, c.T, c.A, c.KV, c.hd);
+        k_flash_attn_bwd(x, dk2, dv2, x, q, k, v, lse, c.B, c.T, c.A, c.KV, c.hd);
+        int same = 1, moved = 0;
+        for (size_t i = 0; i < nq; i++) { same &= x[i] == z[i]; moved |= x[i] != r[i]; }
+        for (size_t i = 0; i < nk; i++) same &= dk1[i] == dk2[i] && dv1[i] == dv2[i];
+        CHECK_MSG(same && moved, "flash backward in place: dq %s the separate one", same ? "is dout, not" : "differs from");
+        free(z); free(dk1); free(dv1); free(dk2); free(dv2); free(x);
+    }
     free(q); free(k); free(v); free(r); free(out); free(lse); free(out2); free(att); free(naive);
     free(dq0); free(dk0); free(dv0); free(dq); free(dk); free(dv);
     free(in[0]); free(in[1]); free(in[2]); free(rd); free(c.out); free(gq); free(gk); free(gv);
@@ -395,6 +408,16 @@ static void t_swiglu(void) {
     double *gg = numgrad(l_swiglu, &c, in, 0, c.n), *gu = numgrad(l_swiglu, &c, in, 1, c.n);
     check_grad("swiglu dgate", dg, dg0, gg, c.n);
     check_grad("swiglu dup", du, du0, gu, c.n);
+    {   /* in place: dg given as dout itself equals dg accumulated from zero; du the same */
+        float *z = fzeros(c.n), *du1 = fzeros(c.n), *du2 = fzeros(c.n), *x = malloc(c.n * 4);
+        memcpy(x, r, c.n * 4);
+        k_swiglu_bwd(z, du1, r, g, u, c.n);
+        k_swiglu_bwd(x, du2, x, g, u, c.n);
+        int same = 1, moved = 0;
+        for (size_t i = 0; i < c.n; i++) { same &= x[i] == z[i] && du1[i] == du2[i]; moved |= x[i] != r[i]; }
+        CHECK_MSG(same && moved, "swiglu backward in place: dgate %s the separate one", same ? "is dout, not" : "differs from");
+        free(z); free(du1); free(du2); free(x);
+    }
     free(g); free(u); free(r); free(out); free(dg0); free(du0); free(dg); free(du);
     free(in[0]); free(in[1]); free(rd); free(c.out); free(gg); free(gu);
 }
