@@ -49,7 +49,7 @@ typedef enum { OP_COPY, OP_COMPUTE, OP_RECORD, OP_WAIT } op_kind;
 
 struct sim_event;
 
-/* One piece of enqueued work. Copies are handed to an engine, which sets done. */
+/* One piece of enqueued work. */
 typedef struct sim_op {
     op_kind k;
     void *dst;
@@ -60,10 +60,7 @@ typedef struct sim_op {
     double seconds;             /* compute */
     struct sim_event *ev;       /* record / wait */
     uint64_t gen;               /* record: the generation it completes; wait: waited for */
-    int done;                   /* copy: set by the engine */
-    pthread_cond_t *wake;       /* copy: the waiter's condition variable, signalled at done */
-    double t_ready;             /* copy, real clock: when its stream handed it to the engine */
-    struct sim_op *next, *eng_next;
+    struct sim_op *next;
     struct sim_op *fl_prev, *fl_next; /* copy, real clock: the in-flight list (ss_vm_unmap) */
 } sim_op;
 
@@ -93,11 +90,9 @@ typedef struct sim_event {
 } sim_event;
 
 typedef struct sim_engine {
-    pthread_t th;
-    int started;
-    sim_op *head, *tail;
-    pthread_cond_t cv;          /* the engine thread waits here */
     double gbps;
+    double end;                 /* real clock: when the last copy given to the engine ends */
+    double sec_per_byte;        /* real clock: the measured memmove cost */
     double vfree;               /* virtual clock: when the engine is next free */
 } sim_engine;
 
@@ -113,7 +108,6 @@ struct sim_dev {
     sim_range *freel;           /* free ranges of the arena, sorted by offset, coalesced */
     size_t nfree, freecap;
     sim_engine eng[ENG_N];
-    int quit;
     int virt;
     double lat, jitter;
     ssi_rng rng;
@@ -500,43 +494,27 @@ static ss_status sim_mem_check_poison(void *ctx, const void *p, size_t n, size_t
 /* ---------------------------------------------------------------------------------------- */
 /* real clock: copy engines and stream threads                                               */
 
-typedef struct engine_arg { sim_dev *d; int e; } engine_arg;
-
-static void *engine_thread(void *arg) {
-    sim_dev *d = ((engine_arg *)arg)->d;
-    int ei = ((engine_arg *)arg)->e;
-    free(arg);
-    sim_engine *e = &d->eng[ei];
-    double sec_per_byte = 0;      /* this engine's measured memmove cost */
-    double eng_end = 0;           /* when the previous copy ended on the engine's timeline */
-#ifdef PR_SET_TIMERSLACK
-    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);   /* sleeps wake within ~1 us */
-#endif
-    pthread_mutex_lock(&d->mu);
-    for (;;) {
-        while (!e->head && !d->quit) pthread_cond_wait(&e->cv, &d->mu);
-        if (!e->head) break;
-        sim_op *op = e->head;
-        e->head = op->eng_next;
-        if (!e->head) e->tail = NULL;
-        double dur = copy_seconds(d, ei, op->n, op->kind);
-        double start = op->t_ready > eng_end ? op->t_ready : eng_end;
-        eng_end = start + dur;
-        pthread_mutex_unlock(&d->mu);
-        /* the bytes move at the end of the copy's time: a reader that does not wait for the
-         * copy sees the old contents (poison), and a writer that reuses the source too early
-         * changes what lands; both are what exactness tests must catch */
-        ssi_sleep(eng_end - ssi_now() - (double)op->n * sec_per_byte);
-        double t0 = ssi_now();
-        memmove(op->dst, op->src, op->n);
-        if (op->n >= 65536)   /* learn the memmove speed so that the copy still takes dur */
-            sec_per_byte = 0.5 * sec_per_byte + 0.5 * (ssi_now() - t0) / (double)op->n;
-        pthread_mutex_lock(&d->mu);
-        op->done = 1;
-        pthread_cond_signal(op->wake);    /* its one waiter: a stream thread or a host caller */
-    }
+/* Runs a real-clock copy in the calling thread (a stream thread or a host caller); caller
+ * holds mu, which is released while it sleeps and moves the bytes. The engine keeps its own
+ * timeline, as a DMA engine does: the copy starts now or when the engine's previous copy ends,
+ * whichever is later, and ends its duration after that. The bytes move at the end of the copy's
+ * time (the sleep ends early by the measured memmove time): a reader that does not wait for the
+ * copy sees the old contents (poison), and a writer that reuses the source too early changes
+ * what lands; both are what exactness tests must catch. */
+static void run_copy(sim_dev *d, sim_op *op) {
+    sim_engine *e = &d->eng[op->eng];
+    double now = ssi_now();
+    double end = dmax(now, e->end) + copy_seconds(d, op->eng, op->n, op->kind);
+    e->end = end;
+    double spb = e->sec_per_byte;
     pthread_mutex_unlock(&d->mu);
-    return NULL;
+    ssi_sleep(end - ssi_now() - (double)op->n * spb);
+    double t0 = ssi_now();
+    memmove(op->dst, op->src, op->n);
+    double mt = ssi_now() - t0;
+    pthread_mutex_lock(&d->mu);
+    if (op->n >= 65536)   /* learn the memmove speed so that the copy still takes its time */
+        e->sec_per_byte = 0.5 * e->sec_per_byte + 0.5 * mt / (double)op->n;
 }
 
 /* Sleeps once on ev's condition variable (caller holds mu and rechecks its condition). */
@@ -575,26 +553,12 @@ static void fl_unlink(sim_dev *d, sim_op *op) {
 }
 
 /* Runs op (of a stream thread or the host stream) to completion; caller holds mu, which may be
- * released while waiting. wake: the condition variable the calling thread sleeps on until its
- * copy is done (nobody else may wait there for a copy at the same time). */
-static void run_op(sim_dev *d, sim_op *op, pthread_cond_t *wake) {
+ * released while waiting. */
+static void run_op(sim_dev *d, sim_op *op) {
     switch (op->k) {
-    case OP_COPY: {
-        sim_engine *e = &d->eng[op->eng];
-        op->done = 0;
-        op->wake = wake;
-        op->t_ready = ssi_now();
-        op->eng_next = NULL;
-        if (e->tail) {
-            e->tail->eng_next = op;   /* the engine is busy and takes it next */
-        } else {
-            e->head = op;
-            pthread_cond_signal(&e->cv);
-        }
-        e->tail = op;
-        while (!op->done) pthread_cond_wait(wake, &d->mu);
+    case OP_COPY:
+        run_copy(d, op);
         break;
-    }
     case OP_COMPUTE:
         pthread_mutex_unlock(&d->mu);
         ssi_sleep(op->seconds);
@@ -612,12 +576,15 @@ static void run_op(sim_dev *d, sim_op *op, pthread_cond_t *wake) {
 static void *stream_thread(void *arg) {
     sim_stream *s = arg;
     sim_dev *d = s->d;
+#ifdef PR_SET_TIMERSLACK
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);   /* a copy's sleep wakes within ~1 us */
+#endif
     pthread_mutex_lock(&d->mu);
     for (;;) {
         while (!s->head && !s->quit) pthread_cond_wait(&s->cv, &d->mu);
         if (!s->head) break;
         sim_op *op = s->head;
-        run_op(d, op, &s->cv);
+        run_op(d, op);
         if (op->k == OP_COPY) fl_unlink(d, op);
         /* the last queued op naming an event lets event_free go on */
         if (op->ev && --op->ev->pending == 0) event_wake(op->ev);
@@ -761,13 +728,10 @@ static ss_status submit(sim_dev *d, sim_stream *s, const sim_op *tmpl) {
         pthread_mutex_lock(&d->mu);
         if (op.k == OP_RECORD) op.gen = ++op.ev->rec_gen;
         if (op.k == OP_WAIT) op.gen = op.ev->rec_gen;
-        pthread_cond_t wake;          /* this caller's own: it alone waits for this copy */
-        pthread_cond_init(&wake, NULL);
         if (op.k == OP_COPY) fl_link(d, &op);
-        run_op(d, &op, &wake);
+        run_op(d, &op);
         if (op.k == OP_COPY) fl_unlink(d, &op);
         pthread_mutex_unlock(&d->mu);
-        pthread_cond_destroy(&wake);
         return SS_OK;
     }
     sim_op *op = malloc(sizeof *op);
@@ -909,19 +873,12 @@ static const struct ss_device_i sim_iface = {
 
 static void sim_close(void *ctx) {
     sim_dev *d = ctx;
-    pthread_mutex_lock(&d->mu);
-    d->quit = 1;
-    for (int i = 0; i < ENG_N; i++) pthread_cond_signal(&d->eng[i].cv);
-    pthread_mutex_unlock(&d->mu);
-    for (int i = 0; i < ENG_N; i++)
-        if (d->eng[i].started) pthread_join(d->eng[i].th, NULL);
     if (d->arena) munmap(d->arena, d->map_len);
     if (d->memfd >= 0) close(d->memfd);
     ssi_ptr_free(&d->vmoff);
     free(d->vres);
     free(d->freel);
     free(d->vq);          /* copies that never landed: nobody waited for them */
-    for (int i = 0; i < ENG_N; i++) pthread_cond_destroy(&d->eng[i].cv);
     pthread_mutex_destroy(&d->mu);
     free(d);
 }
@@ -941,7 +898,6 @@ static ss_status sim_open(const char *name, const ss_options *o, ssi_device_back
     sim_dev *d = calloc(1, sizeof *d);
     if (!d) return SS_ERR_HOST_OOM;
     pthread_mutex_init(&d->mu, NULL);
-    for (int i = 0; i < ENG_N; i++) pthread_cond_init(&d->eng[i].cv, NULL);
     d->cap = (size_t)o->sim_capacity_bytes / SIM_ALIGN * SIM_ALIGN;
     d->map_len = d->cap;
     d->memfd = -1;
@@ -978,20 +934,6 @@ static ss_status sim_open(const char *name, const ss_options *o, ssi_device_back
     d->eng[ENG_D2H].gbps = o->sim_d2h_gbps;
     ssi_rng_seed(&d->rng, o->seed);
     d->t_open = ssi_now();
-    if (!d->virt) {
-        for (int i = 0; i < ENG_N; i++) {
-            engine_arg *a = malloc(sizeof *a);
-            if (a) { a->d = d; a->e = i; }
-            int rc = a ? pthread_create(&d->eng[i].th, NULL, engine_thread, a) : ENOMEM;
-            if (rc != 0) {
-                free(a);
-                ssi_fmt(err, err_len, "cannot start a copy-engine thread: %s", strerror(rc));
-                sim_close(d);
-                return SS_ERR_DEVICE;
-            }
-            d->eng[i].started = 1;
-        }
-    }
     out->iface = &sim_iface;
     out->ctx = d;
     ss_device_caps *c = &out->caps;
