@@ -60,6 +60,7 @@ typedef struct sim_op {
     double seconds;             /* compute */
     struct sim_event *ev;       /* record / wait */
     uint64_t gen;               /* record: the generation it completes; wait: waited for */
+    double end;                 /* copy, real clock: its end once given to the engine; 0: not yet */
     struct sim_op *next;
     struct sim_op *fl_prev, *fl_next; /* copy, real clock: the in-flight list (ss_vm_unmap) */
 } sim_op;
@@ -73,6 +74,7 @@ typedef struct sim_stream {
     sim_op *head, *tail;        /* FIFO; the head is the op being run */
     uint64_t enq, fin;          /* ops enqueued / finished */
     int quit;
+    int inl;                    /* the head is a copy its submitter runs (submit): not the thread's */
     pthread_cond_t cv;          /* the stream thread waits here */
     pthread_cond_t sync_cv;     /* host threads in stream_sync wait here */
     uint64_t sync_min;          /* smallest fin a stream_sync waits for; UINT64_MAX: none */
@@ -494,19 +496,25 @@ static ss_status sim_mem_check_poison(void *ctx, const void *p, size_t n, size_t
 /* ---------------------------------------------------------------------------------------- */
 /* real clock: copy engines and stream threads                                               */
 
-/* Runs a real-clock copy in the calling thread (a stream thread or a host caller); caller
- * holds mu, which is released while it sleeps and moves the bytes. The engine keeps its own
- * timeline, as a DMA engine does: the copy starts now or when the engine's previous copy ends,
- * whichever is later, and ends its duration after that. The bytes move at the end of the copy's
+/* Gives a real-clock copy to its engine (caller holds mu). The engine keeps its own timeline,
+ * as a DMA engine does: the copy starts now or when the engine's previous copy ends, whichever
+ * is later, and ends its duration after that. */
+static void copy_reserve(sim_dev *d, sim_op *op) {
+    sim_engine *e = &d->eng[op->eng];
+    op->end = dmax(ssi_now(), e->end) + copy_seconds(d, op->eng, op->n, op->kind);
+    e->end = op->end;
+}
+
+/* Runs a real-clock copy in the calling thread (a stream thread, a host caller, or the
+ * submitter of a copy to an idle stream); caller holds mu, which is released while it sleeps and
+ * moves the bytes; given to the engine now unless submit did. The bytes move at the end of the copy's
  * time (the sleep ends early by the measured memmove time): a reader that does not wait for the
  * copy sees the old contents (poison), and a writer that reuses the source too early changes
  * what lands; both are what exactness tests must catch. */
 static void run_copy(sim_dev *d, sim_op *op) {
     sim_engine *e = &d->eng[op->eng];
-    double now = ssi_now();
-    double end = dmax(now, e->end) + copy_seconds(d, op->eng, op->n, op->kind);
-    e->end = end;
-    double spb = e->sec_per_byte;
+    if (!op->end) copy_reserve(d, op);
+    double end = op->end, spb = e->sec_per_byte;
     pthread_mutex_unlock(&d->mu);
     ssi_sleep(end - ssi_now() - (double)op->n * spb);
     double t0 = ssi_now();
@@ -581,7 +589,7 @@ static void *stream_thread(void *arg) {
 #endif
     pthread_mutex_lock(&d->mu);
     for (;;) {
-        while (!s->head && !s->quit) pthread_cond_wait(&s->cv, &d->mu);
+        while ((!s->head || s->inl) && !s->quit) pthread_cond_wait(&s->cv, &d->mu);
         if (!s->head) break;
         sim_op *op = s->head;
         run_op(d, op);
@@ -690,6 +698,42 @@ static void enqueue(sim_stream *s, sim_op *op) {
     s->enq++;
 }
 
+/* Work submitted to an idle real-clock stream (nothing queued or running on it; caller holds
+ * mu): what needs no waiting runs at once in the submitter, as the stream thread would run it
+ * first thing but without its wake-up (two thread switches, and on a loaded machine a wait for a
+ * core). A record completes now, a wait for a completed event is nothing; a copy is given to
+ * its engine now (the stream would start it now), and runs here when it would not sleep: its
+ * end comes no later than its bytes can move (a link about as fast as memmove or faster), so it
+ * still lands at its end, and its stream's later work queues behind it meanwhile. Returns 1
+ * when op ran, 0 when it must be queued. */
+static int idle_run(sim_dev *d, sim_stream *s, sim_op *op) {
+    if (op->k == OP_COMPUTE || (op->k == OP_WAIT && op->ev->done_gen < op->gen)) return 0;
+    if (op->k == OP_COPY) {
+        copy_reserve(d, op);
+        if (op->end - ssi_now() > (double)op->n * d->eng[op->eng].sec_per_byte) return 0;
+        op->next = NULL;
+        s->head = s->tail = op;
+        s->inl = 1;
+        s->enq++;
+        fl_link(d, op);
+        run_copy(d, op);
+        fl_unlink(d, op);
+        s->inl = 0;
+        s->head = op->next;
+        if (!s->head) s->tail = NULL;
+        else pthread_cond_signal(&s->cv);   /* what was queued behind it meanwhile */
+    } else {
+        run_op(d, op);
+        s->enq++;
+    }
+    s->fin++;
+    if (s->fin >= s->sync_min) {
+        s->sync_min = UINT64_MAX;
+        pthread_cond_broadcast(&s->sync_cv);
+    }
+    return 1;
+}
+
 /* Starting time of new work on s under the virtual clock (caller holds mu). */
 static double vstart(sim_dev *d, sim_stream *s) {
     if (s->host) return d->host_vt;
@@ -734,12 +778,21 @@ static ss_status submit(sim_dev *d, sim_stream *s, const sim_op *tmpl) {
         pthread_mutex_unlock(&d->mu);
         return SS_OK;
     }
-    sim_op *op = malloc(sizeof *op);
-    if (!op) return SS_ERR_HOST_OOM;
-    *op = *tmpl;
+    sim_op now = *tmpl;   /* run at once if the stream is idle, else queued on the heap */
     pthread_mutex_lock(&d->mu);
-    if (op->k == OP_RECORD) op->gen = ++op->ev->rec_gen;
-    if (op->k == OP_WAIT) op->gen = op->ev->rec_gen;
+    if (now.k == OP_RECORD) now.gen = ++now.ev->rec_gen;
+    if (now.k == OP_WAIT) now.gen = now.ev->rec_gen;
+    if (!s->head && idle_run(d, s, &now)) {
+        pthread_mutex_unlock(&d->mu);
+        return SS_OK;
+    }
+    sim_op *op = malloc(sizeof *op);
+    if (!op) {
+        if (now.k == OP_RECORD) now.ev->rec_gen--;   /* not recorded after all */
+        pthread_mutex_unlock(&d->mu);
+        return SS_ERR_HOST_OOM;
+    }
+    *op = now;
     if (op->k == OP_COPY) fl_link(d, op);
     enqueue(s, op);
     pthread_mutex_unlock(&d->mu);
