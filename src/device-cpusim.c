@@ -1,34 +1,39 @@
 /* device-cpusim.c: the "cpu-sim" device backend. "Device" memory is one host arena under a
  * capacity limit (256-byte aligned blocks, guard bytes after each, the NaN poison pattern in
- * freed and fresh blocks); copies run on one copy-engine thread per direction and take
- * latency + bytes / bandwidth (+ seeded jitter); each stream is a FIFO served by its own thread;
- * events order work across streams. In virtual-clock mode no thread is started and nothing
- * sleeps: every operation is accounted at once in the caller and its completion time is
+ * freed and fresh blocks); copies take latency + bytes / bandwidth (+ seeded jitter) on one
+ * copy engine per direction; each stream is a FIFO served by its own thread, which also runs
+ * its copies; events order work across streams. In virtual-clock mode no thread is started and
+ * nothing sleeps: every operation is accounted at once in the caller and its completion time is
  * computed; a copy's bytes move when the host's virtual clock reaches the copy's end (as on the
  * real clock, so poisoning catches a block reused under a copy that would still be running).
  *
- * Locking: one mutex (d->mu) per device guards all queues, event states, the free list and the
- * virtual clocks. Copies (memcpy) and simulated durations (sleeps) run outside the lock.
+ * Locking: one mutex (d->mu) per device guards all queues, event states, the engines'
+ * timelines, the free list and the virtual clocks. Copies (memcpy) and simulated durations
+ * (sleeps) run outside the lock.
  * Waiting: a hand-off wakes only a thread that can make progress, never everyone. Each thread
  * or waiter sleeps on a condition variable of its own kind, all under d->mu:
- *   engine->cv      the engine thread: new copies, shutdown (signalled when its queue was empty)
- *   stream->cv      the stream thread: new ops (signalled when its queue was empty), stop, and
- *                   the end of its own copy (sim_op.wake points here)
+ *   stream->cv      the stream thread: new ops (signalled when its queue was empty), stop
  *   stream->sync_cv host threads in stream_sync; broadcast once fin reaches sync_min, the
  *                   smallest target any of them waits for
  *   event->cv       stream threads waiting on the event and host threads in event_sync /
  *                   event_free; broadcast when a generation completes or pending drops to 0,
  *                   and only while nwait says someone sleeps there
- * A host-stream copy waits on a condition variable on the caller's stack.
  *
  * Copy timing on the real clock: each engine keeps its own timeline, as a DMA engine does. A
- * copy starts when its stream hands it over or when the engine's previous copy ends, whichever
- * is later, and ends its duration after that; the engine thread sleeps until that end (less its
- * measured memmove time), then moves the bytes. So the thread's wake-up latency and the
- * sleeps' overshoot (timer slack, 50 us by default on Linux, which the engine threads lower to
- * 1 us where they can) do not add to every copy: measured on the reference trainer before
- * this, each copy ended 75 us late on average and started 30-40 us late, about 0.1 ms a copy,
- * which at a 450 GB/s-class link cut the engines' throughput to about 60 % of the link's.
+ * copy starts when its stream gets to it (at submission, on an idle stream) or when the
+ * engine's previous copy ends, whichever is later, and ends its duration after that; the
+ * thread that runs it sleeps until that end (less the engine's measured memmove time), then
+ * moves the bytes. So the thread's wake-up latency and the sleeps' overshoot (timer slack, 50 us
+ * by default on Linux, which the stream threads lower to 1 us where they can) do not add to
+ * every copy: measured on the reference trainer before this, each copy ended 75 us late on
+ * average and started 30-40 us late, about 0.1 ms a copy, which at a 450 GB/s-class link cut
+ * the engines' throughput to about 60 % of the link's.
+ * Work submitted to an idle stream that needs no waiting runs in the submitter (idle_run): a
+ * record, a wait for a completed event, and a copy that would not sleep (its end no later than
+ * its memmove can finish: links about as fast as memmove, or faster). Before this (2026-12-06),
+ * a copy on such a link cost four thread switches (stream thread, a separate engine thread and
+ * back), and on this 2-core machine under load its waits for a core made smartswap's step on a
+ * 1e6 GB/s link 1.19-1.29x none's (1.02-1.04x after; bench/results/bench-train-2026-12-06.txt).
  */
 #include "device-impl.h"
 
