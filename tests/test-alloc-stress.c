@@ -237,7 +237,7 @@ static void t_measure(void) {
 static void t_real(void) {
     ss_options o = ss_options_default();
     o.sim_capacity_bytes = 64 * MiB;
-    o.sim_virtual_clock = 0;        /* real copy-engine threads: real races */
+    o.sim_virtual_clock = 0;        /* real clock: stream threads copy, real races */
     o.sim_d2h_gbps = 20.0;
     o.sim_h2d_gbps = 20.0;
     o.sim_jitter_us = 50.0;
