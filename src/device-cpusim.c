@@ -33,7 +33,7 @@
  * its memmove can finish: links about as fast as memmove, or faster). Before this (2026-12-06),
  * a copy on such a link cost four thread switches (stream thread, a separate engine thread and
  * back), and on this 2-core machine under load its waits for a core made smartswap's step on a
- * 1e6 GB/s link 1.19-1.29x none's (1.02-1.04x after; bench/results/bench-train-2026-12-06.txt).
+ * 1e6 GB/s link 1.09-1.29x none's (1.02-1.04x after; bench/results/bench-train-2026-12-06.txt).
  */
 #include "device-impl.h"
 
