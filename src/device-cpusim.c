@@ -511,11 +511,11 @@ static void copy_reserve(sim_dev *d, sim_op *op) {
 }
 
 /* Runs a real-clock copy in the calling thread (a stream thread, a host caller, or the
- * submitter of a copy to an idle stream); caller holds mu, which is released while it sleeps and
- * moves the bytes; given to the engine now unless submit did. The bytes move at the end of the copy's
- * time (the sleep ends early by the measured memmove time): a reader that does not wait for the
- * copy sees the old contents (poison), and a writer that reuses the source too early changes
- * what lands; both are what exactness tests must catch. */
+ * submitter of a copy to an idle stream); caller holds mu, which is released while it sleeps
+ * and moves the bytes; the copy is given to its engine now unless submit did. The bytes move at
+ * the end of the copy's time (the sleep ends early by the measured memmove time): a reader that
+ * does not wait for the copy sees the old contents (poison), and a writer that reuses the source
+ * too early changes what lands; both are what exactness tests must catch. */
 static void run_copy(sim_dev *d, sim_op *op) {
     sim_engine *e = &d->eng[op->eng];
     if (!op->end) copy_reserve(d, op);
