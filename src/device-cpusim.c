@@ -79,7 +79,7 @@ typedef struct sim_stream {
     sim_op *head, *tail;        /* FIFO; the head is the op being run */
     uint64_t enq, fin;          /* ops enqueued / finished */
     int quit;
-    int inl;                    /* the head is a copy its submitter runs (submit): not the thread's */
+    int inl;                    /* the head is a copy its submitter runs (idle_run) */
     pthread_cond_t cv;          /* the stream thread waits here */
     pthread_cond_t sync_cv;     /* host threads in stream_sync wait here */
     uint64_t sync_min;          /* smallest fin a stream_sync waits for; UINT64_MAX: none */
