@@ -126,6 +126,7 @@ typedef struct ss_options {
     double   sim_latency_us;     /* cpu-sim: fixed cost of each copy, microseconds */
     int      sim_virtual_clock;  /* cpu-sim: 1 = nothing sleeps, times are computed */
     double   sim_jitter_us;      /* cpu-sim: max random extra delay per copy (seeded) */
+    int      sim_threads;        /* cpu-sim, real clock: 1 = copies run on stream threads */
     double   sim_ratio_scale;    /* calibration: multiply the reference copy:compute ratio */
     /* profiler and stage machine */
     int      warmup_iters;       /* WarmUp iterations before the first detailed one */

@@ -1,16 +1,24 @@
 /* device-cpusim.c: the "cpu-sim" device backend. "Device" memory is one host arena under a
  * capacity limit (256-byte aligned blocks, guard bytes after each, the NaN poison pattern in
  * freed and fresh blocks); copies take latency + bytes / bandwidth (+ seeded jitter) on one
- * copy engine per direction; each stream is a FIFO served by its own thread, which also runs
- * its copies; events order work across streams. In virtual-clock mode no thread is started and
- * nothing sleeps: every operation is accounted at once in the caller and its completion time is
- * computed; a copy's bytes move when the host's virtual clock reaches the copy's end (as on the
- * real clock, so poisoning catches a block reused under a copy that would still be running).
+ * copy engine per direction; events order work across streams. Three clocks:
+ *   - real clock (the default): no thread is started. Streams and engines keep computed
+ *     timelines (as on the virtual clock) and the host clock is the real one: every call into
+ *     the device lands the copies that ended by now (lz_tick), and a host wait for a later time
+ *     sleeps until then (lz_wait_to). A copy costs the host only its memmove, and no thread
+ *     competes with the compute threads for a core (docs/performance-model.md).
+ *   - stream threads (option sim-threads): each stream is a FIFO served by its own thread,
+ *     which also runs its copies (the model before 2026-12-06).
+ *   - virtual clock: no thread is started and nothing sleeps: every operation is accounted at
+ *     once in the caller and its completion time is computed; the host's clock moves only when
+ *     it waits or computes on the host stream.
+ * On every clock a copy's bytes move when the host's clock reaches the copy's end, so poisoning
+ * catches a block reused under a copy that would still be running.
  *
  * Locking: one mutex (d->mu) per device guards all queues, event states, the engines'
  * timelines, the free list and the virtual clocks. Copies (memcpy) and simulated durations
  * (sleeps) run outside the lock.
- * Waiting: a hand-off wakes only a thread that can make progress, never everyone. Each thread
+ * Waiting, with stream threads: a hand-off wakes only a thread that can make progress. Each thread
  * or waiter sleeps on a condition variable of its own kind, all under d->mu:
  *   stream->cv      the stream thread: new ops (signalled when its queue was empty), stop
  *   stream->sync_cv host threads in stream_sync; broadcast once fin reaches sync_min, the
@@ -19,7 +27,7 @@
  *                   event_free; broadcast when a generation completes or pending drops to 0,
  *                   and only while nwait says someone sleeps there
  *
- * Copy timing on the real clock: each engine keeps its own timeline, as a DMA engine does. A
+ * Copy timing with stream threads: each engine keeps its own timeline, as a DMA engine does. A
  * copy starts when its stream gets to it (at submission, on an idle stream) or when the
  * engine's previous copy ends, whichever is later, and ends its duration after that; the
  * thread that runs it sleeps until that end (less the engine's measured memmove time), then
@@ -106,7 +114,7 @@ typedef struct sim_engine {
 typedef struct sim_range { size_t off, len; } sim_range;
 
 /* Virtual clock: a copy whose bytes move when the host clock reaches its end. */
-typedef struct vcopy { double end; uint64_t seq; void *dst; const void *src; size_t n; } vcopy;
+typedef struct vcopy { double end; uint64_t seq; void *dst; const void *src; size_t n; int eng; } vcopy;
 
 struct sim_dev {
     pthread_mutex_t mu;
@@ -116,6 +124,7 @@ struct sim_dev {
     size_t nfree, freecap;
     sim_engine eng[ENG_N];
     int virt;
+    int lazy;                   /* real clock with computed copy times, no threads (the default) */
     double lat, jitter;
     ssi_rng rng;
     double t_open;
@@ -135,6 +144,8 @@ struct sim_dev {
 
 static double sim_now_locked(sim_dev *d) { return d->virt ? d->host_vt : ssi_now() - d->t_open; }
 static double dmax(double a, double b) { return a > b ? a : b; }
+/* computed copy times: the virtual clock and the default real clock (no stream threads) */
+static int computed(const sim_dev *d) { return d->virt || d->lazy; }
 
 /* ---- virtual clock: copies land at their end ------------------------------------------------
  * As on the real clock, a copy's bytes move at the end of its time: a reader that did not wait
@@ -159,19 +170,22 @@ static void vq_land(sim_dev *d) {
             i = k;
         }
         if (n) d->vq[i] = last;
+        double t0 = d->lazy && c.n >= 65536 ? ssi_now() : 0;
         memmove(c.dst, c.src, c.n);
+        if (t0 > 0)   /* learn the memmove speed, so that a wait for a copy ends at its end */
+            d->eng[c.eng].sec_per_byte = 0.5 * d->eng[c.eng].sec_per_byte + 0.5 * (ssi_now() - t0) / (double)c.n;
     }
 }
 
 /* Queues a copy ending at `end` (lands now if the host clock is already there). On a host
  * memory failure the copy lands at once (as before this queue existed). */
-static void vq_push(sim_dev *d, void *dst, const void *src, size_t n, double end) {
+static void vq_push(sim_dev *d, void *dst, const void *src, size_t n, double end, int eng) {
     if (end <= d->host_vt || ssi_grow(&d->vq, &d->vqcap, d->nvq + 1, sizeof *d->vq) != SS_OK) {
         vq_land(d);
         memmove(dst, src, n);
         return;
     }
-    vcopy c = {end, d->vseq++, dst, src, n};
+    vcopy c = {end, d->vseq++, dst, src, n, eng};
     size_t i = d->nvq++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
@@ -186,6 +200,38 @@ static void vq_push(sim_dev *d, void *dst, const void *src, size_t n, double end
 static void vhost_to(sim_dev *d, double t) {
     if (t > d->host_vt) d->host_vt = t;
     vq_land(d);
+}
+
+/* ---- real clock, computed copy times (the default) -------------------------------------------
+ * The streams and engines keep the virtual clock's timelines, but the host clock is the real
+ * one: every call into the device first moves it to now (lz_tick), landing the copies that ended
+ * by then, and a wait for a later time sleeps until then. So no thread is started, a copy costs
+ * the host only its memmove, and nothing competes with the compute threads for a core. Caller
+ * holds mu. */
+static void lz_tick(sim_dev *d) {
+    if (d->lazy) vhost_to(d, ssi_now() - d->t_open);
+}
+
+/* The host waits until device time t (caller holds mu, released while it sleeps). The wait
+ * ends early by the memmove time of the copies that land at its end, so that they have landed
+ * by t; the last 100 us are spun (a sleep's wake-up can be 50 us or more late). */
+static void lz_wait_to(sim_dev *d, double t) {
+    double mv = 0;
+    for (size_t i = 0; i < d->nvq; i++)
+        if (d->vq[i].end <= t) mv += (double)d->vq[i].n * d->eng[d->vq[i].eng].sec_per_byte;
+    double until = t - mv, left = until - (ssi_now() - d->t_open);
+    if (left > 0) {
+        pthread_mutex_unlock(&d->mu);
+        if (left > 150e-6) ssi_sleep(left - 100e-6);
+        while (ssi_now() - d->t_open < until) {}
+        pthread_mutex_lock(&d->mu);
+    }
+    vhost_to(d, dmax(t, ssi_now() - d->t_open));
+}
+
+/* The host clock to t: computed on the virtual clock, waited for on the real one. */
+static void host_to(sim_dev *d, double t) {
+    if (d->lazy) lz_wait_to(d, t); else vhost_to(d, t);
 }
 
 /* Seconds a copy of n bytes on engine e takes; draws jitter (caller holds mu). */
@@ -341,6 +387,7 @@ static ss_status sim_mem_alloc(void *ctx, size_t n, void **out) {
     if (n > d->cap) return SS_ERR_OOM;
     size_t foot = footprint(n), off = 0;
     pthread_mutex_lock(&d->mu);
+    lz_tick(d);
     int found = arena_take(d, foot, &off);
     pthread_mutex_unlock(&d->mu);
     if (!found) {
@@ -359,6 +406,9 @@ static ss_status sim_mem_free(void *ctx, void *p, size_t n) {
     unsigned char *b = p;
     size_t off = (size_t)(b - d->arena), foot = footprint(n), bad = 0;
     for (size_t i = n; i < foot; i++) bad += b[i] != SIM_GUARD_BYTE;
+    pthread_mutex_lock(&d->mu);
+    lz_tick(d);   /* copies from the block that ended land before it is poisoned */
+    pthread_mutex_unlock(&d->mu);
     poison_fill(b, foot);
     pthread_mutex_lock(&d->mu);
     arena_give(d, off, foot);
@@ -449,6 +499,7 @@ static int copy_touches(const sim_dev *d, const void *p, size_t n) {
 static ss_status sim_vm_unmap(void *ctx, void *va, size_t n) {
     sim_dev *d = ctx;
     pthread_mutex_lock(&d->mu);
+    lz_tick(d);
     if (copy_touches(d, va, n)) {
         pthread_mutex_unlock(&d->mu);
         return SS_ERR_STATE;   /* a copy may still read or write it: not now */
@@ -471,6 +522,7 @@ static ss_status in_arena(sim_dev *d, const void *p, size_t n, const char *fn) {
     const unsigned char *b = p;
     int inres = 0;
     pthread_mutex_lock(&d->mu);
+    lz_tick(d);   /* copies into or out of the range that ended have landed */
     for (size_t i = 0; i < d->nvres && !inres; i++) {
         uintptr_t u = (uintptr_t)p, k = d->vres[i].off;
         inres = u >= k && n <= d->vres[i].len && u - k <= d->vres[i].len - n;
@@ -625,7 +677,7 @@ static ss_status sim_stream_make(sim_dev *d, int host, void **out) {
     s->sync_min = UINT64_MAX;
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->sync_cv, NULL);
-    if (!host && !d->virt) {
+    if (!host && !computed(d)) {
         int rc = pthread_create(&s->th, NULL, stream_thread, s);
         if (rc != 0) {
             pthread_cond_destroy(&s->cv);
@@ -635,8 +687,9 @@ static ss_status sim_stream_make(sim_dev *d, int host, void **out) {
             return SS_ERR_DEVICE;
         }
     }
-    if (d->virt) {
+    if (computed(d)) {
         pthread_mutex_lock(&d->mu);
+        lz_tick(d);
         s->vtail = d->host_vt;
         pthread_mutex_unlock(&d->mu);
     }
@@ -658,8 +711,9 @@ static ss_status sim_stream_sync(void *ctx, void *sp) {
     sim_dev *d = ctx;
     sim_stream *s = sp;
     pthread_mutex_lock(&d->mu);
-    if (d->virt) {
-        if (!s->host) vhost_to(d, s->vtail);
+    if (computed(d)) {
+        lz_tick(d);
+        if (!s->host) host_to(d, s->vtail);
     } else if (!s->host) {
         uint64_t target = s->enq;
         while (s->fin < target) {
@@ -675,7 +729,7 @@ static ss_status sim_stream_free(void *ctx, void *sp) {
     sim_dev *d = ctx;
     sim_stream *s = sp;
     sim_stream_sync(ctx, sp);
-    if (!s->host && !d->virt) {
+    if (!s->host && !computed(d)) {
         pthread_mutex_lock(&d->mu);
         s->quit = 1;
         pthread_cond_signal(&s->cv);
@@ -747,13 +801,14 @@ static double vstart(sim_dev *d, sim_stream *s) {
 }
 
 static void vset_end(sim_dev *d, sim_stream *s, double t) {
-    if (s->host) vhost_to(d, t); else s->vtail = t;
+    if (s->host) host_to(d, t); else s->vtail = t;
 }
 
 /* Common path of every stream op: virtual clock, host stream (inline) or a queued op. */
 static ss_status submit(sim_dev *d, sim_stream *s, const sim_op *tmpl) {
-    if (d->virt) {
+    if (computed(d)) {
         pthread_mutex_lock(&d->mu);
+        lz_tick(d);
         double t = vstart(d, s);
         switch (tmpl->k) {
         case OP_COPY: {
@@ -761,7 +816,7 @@ static ss_status submit(sim_dev *d, sim_stream *s, const sim_op *tmpl) {
             double start = dmax(t, e->vfree);
             double end = start + copy_seconds(d, tmpl->eng, tmpl->n, tmpl->kind);
             e->vfree = end;
-            vq_push(d, tmpl->dst, tmpl->src, tmpl->n, end);
+            vq_push(d, tmpl->dst, tmpl->src, tmpl->n, end, tmpl->eng);
             vset_end(d, s, end);
             break;
         }
@@ -851,7 +906,8 @@ static ss_status sim_event_wait(void *ctx, void *s, void *e) {
 
 /* Complete? (caller holds mu) */
 static int ev_done(sim_dev *d, sim_event *e) {
-    if (d->virt) return e->vtime <= d->host_vt;
+    lz_tick(d);
+    if (computed(d)) return e->vtime <= d->host_vt;
     return e->done_gen >= e->rec_gen;
 }
 
@@ -867,8 +923,9 @@ static ss_status sim_event_sync(void *ctx, void *ep) {
     sim_dev *d = ctx;
     sim_event *e = ep;
     pthread_mutex_lock(&d->mu);
-    if (d->virt) {
-        vhost_to(d, e->vtime);
+    if (computed(d)) {
+        lz_tick(d);
+        host_to(d, e->vtime);
     } else {
         uint64_t g = e->rec_gen;
         while (e->done_gen < g) event_sleep(d, e);
@@ -883,7 +940,7 @@ static ss_status sim_event_time(void *ctx, void *ep, double *seconds) {
     ss_status st = SS_OK;
     pthread_mutex_lock(&d->mu);
     if (!ev_done(d, e)) st = SS_ERR_STATE;
-    else *seconds = d->virt ? e->vtime : e->time;
+    else *seconds = computed(d) ? e->vtime : e->time;
     pthread_mutex_unlock(&d->mu);
     return st;
 }
@@ -891,6 +948,7 @@ static ss_status sim_event_time(void *ctx, void *ep, double *seconds) {
 static double sim_now(void *ctx) {
     sim_dev *d = ctx;
     pthread_mutex_lock(&d->mu);
+    lz_tick(d);
     double t = sim_now_locked(d);
     pthread_mutex_unlock(&d->mu);
     return t;
@@ -986,6 +1044,7 @@ static ss_status sim_open(const char *name, const ss_options *o, ssi_device_back
     d->freel[0].len = d->cap;
     d->nfree = 1;
     d->virt = o->sim_virtual_clock != 0;
+    d->lazy = !d->virt && !o->sim_threads;
     d->lat = o->sim_latency_us * 1e-6;
     d->jitter = o->sim_jitter_us * 1e-6;
     d->eng[ENG_H2D].gbps = o->sim_h2d_gbps;
@@ -1000,7 +1059,8 @@ static ss_status sim_open(const char *name, const ss_options *o, ssi_device_back
     char cap[32];
     ss_format_size(d->cap, cap, sizeof cap);
     ssi_fmt(c->description, sizeof c->description, "host memory %s, latency %.3g us%s%s", cap,
-            o->sim_latency_us, d->virt ? ", virtual clock" : "", d->jitter > 0 ? ", jitter" : "");
+            o->sim_latency_us, d->virt ? ", virtual clock" : !d->lazy ? ", stream threads" : "",
+            d->jitter > 0 ? ", jitter" : "");
     c->total_bytes = d->cap;
     c->alignment = SIM_ALIGN;
     c->has_pinned_host = 0;

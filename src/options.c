@@ -52,6 +52,8 @@ static const opt_row rows[] = {
      "cpu-sim: compute times instead of sleeping (deterministic timings)"},
     {"sim-jitter-us", "SMARTSWAP_SIM_JITTER_US", OPT_FLOAT, F(sim_jitter_us), "0", 0, 1e7, NULL,
      "cpu-sim: largest random extra delay added to each copy (seeded), to shake out races"},
+    {"sim-threads", "SMARTSWAP_SIM_THREADS", OPT_BOOL, F(sim_threads), "0", 0, 1, NULL,
+     "cpu-sim, real clock: run copies on stream threads instead of landing them in the host thread (docs/performance-model.md)"},
     {"ratio-scale", "SMARTSWAP_RATIO_SCALE", OPT_FLOAT, F(sim_ratio_scale), "1", 1e-3, 1e3, NULL,
      "calibration: multiply the reference copy:compute ratio (>1: slower link)"},
     {"warmup", "SMARTSWAP_WARMUP", OPT_INT, F(warmup_iters), "2", 0, 1000, NULL,

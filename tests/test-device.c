@@ -26,8 +26,11 @@ static double wall(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static int g_threads;           /* the cpu-sim specifics' real clock: stream threads (sim-threads) */
+
 static ss_options sim_opts(int virt) {
     ss_options o = ss_options_default();
+    o.sim_threads = g_threads;
     o.sim_capacity_bytes = 64u << 20;
     o.sim_d2h_gbps = 4;
     o.sim_h2d_gbps = 4;
@@ -55,19 +58,22 @@ typedef struct backend {
     const char *name;          /* device to open */
     int virt;                  /* cpu-sim virtual clock */
     int fault;                 /* wrap in a disarmed fault device */
+    int threads;               /* cpu-sim stream threads (sim-threads) */
 } backend;
 
 static const backend backends[] = {
-    {"cpu-sim (real clock)", "cpu-sim", 0, 0},
-    {"cpu-sim (virtual clock)", "cpu-sim", 1, 0},
-    {"fault(cpu-sim)", "cpu-sim", 0, 1},
-    {"cuda", "cuda", 0, 0},
+    {"cpu-sim (real clock)", "cpu-sim", 0, 0, 0},
+    {"cpu-sim (stream threads)", "cpu-sim", 0, 0, 1},
+    {"cpu-sim (virtual clock)", "cpu-sim", 1, 0, 0},
+    {"fault(cpu-sim)", "cpu-sim", 0, 1, 0},
+    {"cuda", "cuda", 0, 0, 0},
 };
 static const backend *cur;     /* the backend the conformance tests run on now */
 
 /* Opens the current backend; 1 on success, 0 after TEST_SKIP-worthy absence (sets *why). */
 static int open_cur(ss_device_t **dev, const char **why) {
     ss_options o = sim_opts(cur->virt);
+    o.sim_threads = cur->threads;
     ss_status st = ss_device_open(cur->name, &o, dev);
     /* no GPU is a skip; the embedded cpu-sim failing to open is a failure */
     if (strcmp(cur->name, "cpu-sim") && (st == SS_ERR_DEVICE || st == SS_ERR_NOT_FOUND)) { *why = "no GPU"; return 0; }
@@ -886,6 +892,13 @@ int main(void) {
     RUN(t_sim_virtual_copy_lands_at_end);
     RUN(t_sim_real_overlap);
     RUN(t_sim_jitter);
+    fprintf(stderr, "--- cpu-sim specifics, stream threads (sim-threads)\n");
+    g_threads = 1;
+    RUN(t_sim_poison);
+    RUN(t_sim_host_stream);
+    RUN(t_sim_real_overlap);
+    RUN(t_sim_jitter);
+    g_threads = 0;
     RUN(t_device_list);
     RUN(t_calibration);
     return test_summary();
