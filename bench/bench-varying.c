@@ -17,6 +17,8 @@
  * the rounds and the ratios the median of the per-round ratios.
  * --heldout: then make demo's configuration and three held-out dynamic runs (none, then smartswap
  * under the budget), each with detailed Stable iterations, Stable evictions and losses against none.
+ * The swapping runs pass --no-poison (swapped-out blocks are not filled with NaNs: cpu-sim's check,
+ * not work a device does; the tests keep it on), as bench-train does.
  * Usage: bench-varying [--json] [--steps N] [--rounds R] [--heldout] [--cli PATH]; docs/trainer.md,
  * "bench-varying". */
 #include <errno.h>
@@ -27,7 +29,7 @@
 
 #define MODEL "--layers 4 --hidden 32 --heads 4 --kv-heads 1 --ffn 32 --moe 4:2 --seq 32:64 --batch 8 " \
               "--accum 2 --eval-every 5 --seed 11"
-#define LINK  "--ratio-scale 0.122"
+#define LINK  "--ratio-scale 0.122 --no-poison"
 #define MAX_ROUNDS 9
 
 typedef struct run {
@@ -340,7 +342,8 @@ int main(int argc, char **argv) {
     } else {
         printf("bench-varying: %d steps of `smartswap train " MODEL "` (+ evaluations), budget %llu bytes = the larger "
                "of state %llu + 1/3 of the activations at none's peak %llu (%llu) and recompute's smallest budget "
-               "(%llu), link " LINK " (NVLink-C2C class); %d round%s, the budgeted modes taking turns\n\n", steps,
+               "(%llu), link " LINK " (NVLink-C2C class; --no-poison: swapped-out blocks are not filled with NaNs, a check of "
+               "cpu-sim's that tests keep on); %d round%s, the budgeted modes taking turns\n\n", steps,
                budget, state, R[0].peak, third, probe.min_budget, rounds, rounds == 1 ? "" : "s");
         printf("%-10s %4s %4s %6s %9s %9s %9s %8s %9s %10s %7s %s\n", "run", "ok", "oom", "iters", "detailed",
                "det.stab", "evict", "ev.stab", "swapouts", "stalls", "tok/s", "losses=none");

@@ -301,6 +301,27 @@ static void t_train(void) {
     if (f) fclose(f);
     CHECK_EQ_INT(lines, 6);
     CHECK(keys);
+    /* --no-poison (benchmarks): said in the configuration block, the same losses (the log's hex) */
+    snprintf(args, sizeof args, "%s --mode smartswap --swap-only --budget 1MiB --no-poison --log %s/np.jsonl", m, tmpdir);
+    char *onp;
+    CHECK_EQ_INT(run(args, &onp), 0);
+    CHECK_MSG(has(onp, "poisoning of swapped-out blocks off") && !has(onp, "swapped_out=0 "), "%s", onp);
+    free(onp);
+    {
+        char pa[128], pb[128], la[4096], lb[4096];
+        snprintf(pa, sizeof pa, "%s/run.jsonl", tmpdir);
+        snprintf(pb, sizeof pb, "%s/np.jsonl", tmpdir);
+        FILE *fa = fopen(pa, "r"), *fb = fopen(pb, "r");
+        int same = fa && fb, n = 0;
+        while (same && fgets(la, sizeof la, fa)) {
+            const char *x = strstr(la, "\"loss_hex\": \""), *y = fgets(lb, sizeof lb, fb) ? strstr(lb, "\"loss_hex\": \"") : NULL;
+            same = x && y && !strncmp(x, y, 32);
+            n++;
+        }
+        if (fa) fclose(fa);
+        if (fb) fclose(fb);
+        CHECK_MSG(same && n == 6, "--no-poison: losses differ from the poisoned run's (or a log is missing), %d lines", n);
+    }
     /* the smallest budget: in the log's first line next to the state, in the summary; a budget one
      * allocator unit (256 B) below it is refused before step 1, naming it */
     CHECK_MSG(stb > 0 && minb > stb && minb < 1048576, "state %llu, smallest budget %llu", stb, minb);

@@ -76,6 +76,8 @@ static void usage(FILE *f) {
             "  --save-plan FILE  write the smartswap context's cached plans after the last step\n"
             "  --swap-only       smartswap: swap only (default: the hybrid, which recomputes what the link\n"
             "                    cannot hide: norm outputs, SwiGLU products, rotary q and k, ...)\n"
+            "  --no-poison       smartswap, offload-all: do not fill swapped-out blocks with NaNs (a check of\n"
+            "                    cpu-sim's, not work a device does; benchmarks use it, tests do not)\n"
             "  --no-sizes        do not declare each step's sequence lengths to smartswap before the step\n"
             "                    (default: declared, so a new longest length is planned before its first save)\n"
             "  --min-swap SIZE   smartswap: saved tensors smaller than this stay resident (default: B x S1 x H\n"
@@ -123,7 +125,7 @@ typedef struct flags {
     const char *data, *device, *log, *save, *plan_in, *plan_out, *timeline;
     const char *dtype;     /* "fp32" or "bf16" (cfg.dtype: the activations' storage, gpt/model.c) */
     uint64_t    budget, min_swap, host_mem;
-    int         mode, quiet, min_swap_set, host_mem_set, budget_given, swap_only, no_sizes;
+    int         mode, quiet, min_swap_set, host_mem_set, budget_given, swap_only, no_sizes, no_poison;
     double      ratio_scale, d2h_gbps, h2d_gbps, headroom;
     uint64_t    segment;
     long        calib_steps;
@@ -160,7 +162,7 @@ static int parse(int argc, char **argv, flags *fl) {
     fl->dtype = "fp32";
     fl->data = NULL; fl->device = "cpu-sim"; fl->log = NULL; fl->save = NULL;
     fl->plan_in = NULL; fl->plan_out = NULL; fl->timeline = NULL;
-    fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0; fl->swap_only = 0; fl->no_sizes = 0;
+    fl->budget = 0; fl->mode = GPT_MODE_NONE; fl->quiet = 0; fl->swap_only = 0; fl->no_sizes = 0; fl->no_poison = 0;
     fl->min_swap = 0; fl->host_mem = 0; fl->min_swap_set = fl->host_mem_set = fl->budget_given = 0;
     fl->ratio_scale = 0; fl->d2h_gbps = fl->h2d_gbps = 0; fl->calib_steps = 3;
     fl->headroom = GPT_PLAN_HEADROOM; fl->segment = 0;
@@ -172,6 +174,7 @@ static int parse(int argc, char **argv, flags *fl) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 3;
         if (!strcmp(a, "--quiet")) { fl->quiet = 1; i++; continue; }
         if (!strcmp(a, "--swap-only")) { fl->swap_only = 1; i++; continue; }
+        if (!strcmp(a, "--no-poison")) { fl->no_poison = 1; i++; continue; }
         if (!strcmp(a, "--no-sizes")) { fl->no_sizes = 1; i++; continue; }
         long pa, pb;
         if ((r = cli_flag(argc, argv, &i, "seq", &v))) {
@@ -565,6 +568,7 @@ int cmd_train(int argc, char **argv) {
         ss_exec_config ec = ss_exec_config_default();
         ec.mode = fl.mode == GPT_MODE_SMARTSWAP ? SS_SWAP_SMARTSWAP : SS_SWAP_OFFLOAD_ALL;
         ec.hybrid = fl.mode == GPT_MODE_SMARTSWAP && !fl.swap_only;   /* swap or recompute per tensor */
+        if (fl.no_poison) ec.poison = 0;
         if (gpt_ssswap_init(&sw, &mem, &opts) ||
             (est = ss_ctx_enable_swap_ex(sw.ctx, &ec))) {
             if (est) cli_error(CMD, NULL, "ss_ctx_enable_swap: %s", ss_status_str(est));
@@ -643,13 +647,14 @@ int cmd_train(int argc, char **argv) {
            gpt_fmt_bytes(fl.budget, a, sizeof a), gpt_fmt_bytes(state, b, sizeof b), gpt_mode_name((gpt_mode)fl.mode),
            mem.be.name, gpt_fmt_bytes(segment ? segment : ss_alloc_config_default().segment_bytes, d, sizeof d));
     if (swapping) {
-        printf("  swap     %s executor  min-swap %s  host-mem %s  release %s  plan headroom %.0f %% of the room above the state\n",
+        printf("  swap     %s executor  min-swap %s  host-mem %s  release %s  plan headroom %.0f %% of the room above the state%s\n",
                fl.mode == GPT_MODE_SMARTSWAP ? (fl.swap_only ? "smartswap --swap-only (plans, prefetch, eviction fallback)"
                                                              : "smartswap (plans: swap or recompute, prefetch, eviction fallback)")
                                              : "offload-all (every saved tensor out at save, back at load)",
                gpt_fmt_bytes(opts.min_swap_bytes, a, sizeof a),
                opts.host_mem_bytes ? gpt_fmt_bytes(opts.host_mem_bytes, b, sizeof b) : "no cap",
-               opts.release_mode ? "stock" : "predicted", 100.0 * fl.headroom);
+               opts.release_mode ? "stock" : "predicted", 100.0 * fl.headroom,
+               fl.no_poison ? "  poisoning of swapped-out blocks off (--no-poison)" : "");
         if (demoted)
             printf("  hybrid   off: the budget is below the hybrid's own smallest budget %s (%llu bytes; what it "
                    "rebuilds stays resident, working set %s at %s), so this run swaps only (--swap-only)\n",
