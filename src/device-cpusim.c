@@ -212,6 +212,12 @@ static void lz_tick(sim_dev *d) {
     if (d->lazy) vhost_to(d, ssi_now() - d->t_open);
 }
 
+/* The same where only landed bytes matter (allocations, frees, poison): nothing to land, no
+ * clock read. */
+static void lz_land(sim_dev *d) {
+    if (d->lazy && d->nvq) vhost_to(d, ssi_now() - d->t_open);
+}
+
 /* The host waits until device time t (caller holds mu, released while it sleeps). The wait
  * ends early by the memmove time of the copies that land at its end, so that they have landed
  * by t; the last 100 us are spun (a sleep's wake-up can be 50 us or more late). */
@@ -387,7 +393,7 @@ static ss_status sim_mem_alloc(void *ctx, size_t n, void **out) {
     if (n > d->cap) return SS_ERR_OOM;
     size_t foot = footprint(n), off = 0;
     pthread_mutex_lock(&d->mu);
-    lz_tick(d);
+    lz_land(d);
     int found = arena_take(d, foot, &off);
     pthread_mutex_unlock(&d->mu);
     if (!found) {
@@ -407,7 +413,7 @@ static ss_status sim_mem_free(void *ctx, void *p, size_t n) {
     size_t off = (size_t)(b - d->arena), foot = footprint(n), bad = 0;
     for (size_t i = n; i < foot; i++) bad += b[i] != SIM_GUARD_BYTE;
     pthread_mutex_lock(&d->mu);
-    lz_tick(d);   /* copies from the block that ended land before it is poisoned */
+    lz_land(d);   /* copies from the block that ended land before it is poisoned */
     pthread_mutex_unlock(&d->mu);
     poison_fill(b, foot);
     pthread_mutex_lock(&d->mu);
@@ -499,7 +505,7 @@ static int copy_touches(const sim_dev *d, const void *p, size_t n) {
 static ss_status sim_vm_unmap(void *ctx, void *va, size_t n) {
     sim_dev *d = ctx;
     pthread_mutex_lock(&d->mu);
-    lz_tick(d);
+    lz_land(d);
     if (copy_touches(d, va, n)) {
         pthread_mutex_unlock(&d->mu);
         return SS_ERR_STATE;   /* a copy may still read or write it: not now */
@@ -522,7 +528,7 @@ static ss_status in_arena(sim_dev *d, const void *p, size_t n, const char *fn) {
     const unsigned char *b = p;
     int inres = 0;
     pthread_mutex_lock(&d->mu);
-    lz_tick(d);   /* copies into or out of the range that ended have landed */
+    lz_land(d);   /* copies into or out of the range that ended have landed */
     for (size_t i = 0; i < d->nvres && !inres; i++) {
         uintptr_t u = (uintptr_t)p, k = d->vres[i].off;
         inres = u >= k && n <= d->vres[i].len && u - k <= d->vres[i].len - n;
