@@ -12,7 +12,7 @@
  *   - smartswap's tokens/s at least 1.1x recompute's and ahead of both variants.
  * The speed comparison runs at a budget every mode trains at: the larger of state + 1/3 of the
  * activations and recompute's smallest budget (its own probe, `--mode recompute --steps 1`), and
- * over --rounds R rounds (default 3) in which the four budgeted modes take turns (the order rotated
+ * over --rounds R rounds (default 7) in which the four budgeted modes take turns (the order rotated
  * each round), so that load on a shared machine falls on all of them; tokens/s are the median over
  * the rounds and the ratios the median of the per-round ratios.
  * --heldout: then make demo's configuration and three held-out dynamic runs (none, then smartswap
@@ -212,7 +212,7 @@ static void heldout_run(heldout *h, int steps) {
 }
 
 int main(int argc, char **argv) {
-    int json = 0, steps = 40, rounds = 3, ho = 0;
+    int json = 0, steps = 40, rounds = 7, ho = 0;
     snprintf(g_cli, sizeof g_cli, "%s", getenv("SS_CLI") ? getenv("SS_CLI") : "");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cli") && i + 1 < argc) snprintf(g_cli, sizeof g_cli, "%s", argv[++i]);
         else {
-            fprintf(stderr, "usage: bench-varying [--json] [--steps N (default 40)] [--rounds R (1..%d, default 3)] "
+            fprintf(stderr, "usage: bench-varying [--json] [--steps N (default 40)] [--rounds R (1..%d, default 7)] "
                             "[--heldout] [--cli PATH (default: the smartswap binary next to bench/, or SS_CLI)]\n",
                     MAX_ROUNDS);
             return 2;
