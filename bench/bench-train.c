@@ -753,6 +753,7 @@ int main(int argc, char **argv) {
             int have_cv = rn[1].have_curve;
             memset(&rn[1].curve, 0, sizeof rn[1].curve);
             uint32_t hyb_chosen = rn[1].hyb_chosen, hyb_spans = rn[1].hyb_spans, hcv_n = hcv.n;
+            uint32_t inf_chosen = rn[4].hyb_chosen, inf_spans = rn[4].hyb_spans;   /* 0 unless it recomputes */
             double hyb_it = rn[1].hyb_iter_s, hyb_st = rn[1].hyb_stall_s, hyb_sw = rn[1].hyb_swap_iter_s;
             for (int i = 0; i < NR; i++) runner_close(&rn[i]);
             result nn = rn[0].r, ss = rn[1].r, rc = rn[2].r, of = rn[3].r, inf = rn[4].r, so = rn[5].r;
@@ -802,9 +803,10 @@ int main(int argc, char **argv) {
                 fprintf(rep, "         hybrid: its last plan recomputes %u tensors (%u layers whole); bound %.0f tokens/s (inf-link "
                         "%.3f x min_k T(k) %.1f ms, over %u choices, recompute priced x %.2f of the planned profile's); "
                         "smartswap / bound %.3f (>= 0.9: %s); its plan's simulated step %.1f ms (%.1f ms stalls; the "
-                        "pure-swap plan's %.1f ms)\n", hyb_chosen, hyb_spans, hyb, ovh, tmin * 1e3, have_cv ? hcv_n : 0,
+                        "pure-swap plan's %.1f ms); the inf-link run's last plan recomputes %u tensors (%u layers whole)\n",
+                        hyb_chosen, hyb_spans, hyb, ovh, tmin * 1e3, have_cv ? hcv_n : 0,
                         cscale, ss.tok_s / hyb, ss.tok_s >= 0.9 * hyb ? "met" : "not met", hyb_it * 1e3, hyb_st * 1e3,
-                        hyb_sw * 1e3);
+                        hyb_sw * 1e3, inf_chosen, inf_spans);
             else
                 fprintf(rep, "         hybrid: bound not measurable (%s)\n", !ss.ok ? "smartswap failed" : "a run failed or no plan was made");
             {   /* every mode's losses bit-identical to none's, and no eviction in the measured
