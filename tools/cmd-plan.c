@@ -25,7 +25,8 @@ static void usage(FILE *f) {
         "  iteration of PROFILE fits in --budget bytes of device memory.\n"
         "  --device     h200 (default), h100, a100-80g, a100-40g, gh200: link bandwidths, host\n"
         "               memory cap and, when the profile has FLOPs, per-operator times\n"
-        "  --iter-time  iteration time in seconds: times from logical layers (time / layers)\n"
+        "  --iter-time  iteration time in seconds: times from logical layers (time / layers);\n"
+        "               without it, the profile's measured operator seconds when it has them\n"
         "  --d2h/--h2d  copy bandwidths in GB/s (default: the device's)\n"
         "  --host-mem   cap on host memory for swapped tensors (default: the device's typical)\n"
         "  -o PLAN      where to write the plan (default: PROFILE with .plan)\n");
@@ -231,6 +232,9 @@ int cmd_plan(int argc, char **argv) {
         c.time.mode = SSI_TIME_FLOPS;
         c.time.flops_per_s = dev->bf16_flops * SS_PRESET_MFU;
         mode = "per-operator FLOPs";
+    } else if (ssi_profile_has_op_times(p)) {
+        c.time.mode = SSI_TIME_MEASURED;
+        mode = "measured op times (the profile's)";
     } else if (p->iter_seconds > 0) {
         c.time.mode = SSI_TIME_LAYER;
         mode = "logical layers (the profile's iteration time)";
