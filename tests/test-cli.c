@@ -4,6 +4,8 @@
  */
 #include "test.h"
 #include "smartswap.h"
+#include "sim.h"
+#include "trace.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -232,35 +234,32 @@ static unsigned long long json_u64(const char *o, const char *key) {
     return p ? strtoull(p + strlen(key), NULL, 10) : 0;
 }
 
+static double json_f64(const char *o, const char *key) {
+    const char *p = o ? strstr(o, key) : NULL;
+    return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
 /* `smartswap plan` times a profile that carries measured operator seconds (a detailed
  * iteration's, tests/data/bench-train-4x-profile.jsonl) by those seconds, as the live executor
  * does: its step without swaps is their sum, not the profile's iteration time (the detailed
  * iteration's wall time, about 4x the sum here); --iter-time still gives logical layers. */
 static void t_plan_measured_times(void) {
     const char *prof = "tests/data/bench-train-4x-profile.jsonl";
-    FILE *f = fopen(prof, "r");
-    CHECK_MSG(f != NULL, "%s: run the test from the repository root", prof);
-    if (!f) return;
-    char line[1024];
-    double sum = 0, iter = 0;
-    unsigned nops = 0, timed = 0;
-    while (fgets(line, sizeof line, f)) {
-        const char *s = strstr(line, "\"seconds\":");
-        if (!strncmp(line, "{\"op\":", 6)) {
-            nops++;
-            if (s) { sum += strtod(s + 10, NULL); timed++; }
-        }
-        const char *it = strstr(line, "\"iter_seconds\":");
-        if (it && !iter) iter = strtod(it + 15, NULL);
-    }
-    fclose(f);
-    CHECK_MSG(nops == 633 && timed * 2 >= nops && iter > 0, "%u ops, %u timed, iteration %g s", nops, timed, iter);
-    if (timed < nops) sum += (nops - timed) * (sum / timed);   /* gaps take the mean */
+    char err[256];
+    ss_profile *p = NULL;
+    CHECK_MSG(ssi_profile_read(prof, &p, err, sizeof err) == SS_OK, "%s (run from the repository root)", err);
+    if (!p) return;
+    /* the simulator's measured times (gaps take the mean), summed */
+    double *dur = malloc((p->nops ? p->nops : 1) * sizeof *dur), sum = 0, iter = p->iter_seconds;
+    ssi_time_config tc = {.mode = SSI_TIME_MEASURED};
+    CHECK(dur && p->nops == 633 && ssi_profile_has_op_times(p) && ssi_sim_op_times(p, &tc, dur, err, sizeof err) == SS_OK);
+    for (uint32_t i = 0; dur && i < p->nops; i++) sum += dur[i];
+    free(dur);
+    ssi_profile_free(p);
     char *o, args[512];
     snprintf(args, sizeof args, "plan %s --budget 9MiB --d2h 0.16 --h2d 0.16 --json -o %s/mt.plan", prof, tmpdir);
     CHECK_EQ_INT(run(args, &o), 0);
-    const char *b = strstr(o, "\"iter_seconds_before\":");
-    double before = b ? strtod(b + 22, NULL) : -1;
+    double before = json_f64(o, "\"iter_seconds_before\":");
     printf("  measured: step without swaps %.6f s, operators' sum %.6f s, profile's iteration %.6f s\n", before, sum, iter);
     CHECK_MSG(has(o, "\"time_mode\":\"measured op times") && fabs(before - sum) <= 1e-6 * sum + 1e-9,
               "before %.9f, sum %.9f: %.300s", before, sum, o);
@@ -269,8 +268,7 @@ static void t_plan_measured_times(void) {
     snprintf(args, sizeof args, "plan %s --budget 9MiB --d2h 0.16 --h2d 0.16 --iter-time %.9f --json -o %s/mt2.plan",
              prof, iter, tmpdir);
     CHECK_EQ_INT(run(args, &o), 0);
-    b = strstr(o, "\"iter_seconds_before\":");
-    before = b ? strtod(b + 22, NULL) : -1;
+    before = json_f64(o, "\"iter_seconds_before\":");
     CHECK_MSG(has(o, "\"time_mode\":\"logical layers") && fabs(before - iter) <= 1e-6 * iter,
               "before %.9f, iteration %.9f: %.300s", before, iter, o);
     free(o);
