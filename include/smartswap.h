@@ -133,6 +133,9 @@ typedef struct ss_options {
     int      plan_cache_size;    /* plans kept, LRU */
     int      max_detailed;       /* detailed iterations allowed in a row for unseen sequences */
     int      len_buckets;        /* envelopes per doubling of the declared length; 0 = one per structure */
+    double   retime;             /* re-time a plan whose Stable iterations' own time (median of 3)
+                                    differs from its profile's operator seconds by more than this
+                                    factor; 0 (or at most 1) = never */
     /* policy */
     int      layers;             /* logical layers; 0 = derived from the operator count */
     uint64_t min_swap_bytes;     /* saved tensors smaller than this are never swapped */
@@ -438,6 +441,9 @@ typedef struct ss_ctx_stats {
                                     tokens) and ran under it by fuzzy matching, without detail */
     uint64_t sized_ahead;        /* envelopes derived at ss_ctx_iter_begin for a longest length
                                     declared by ss_ctx_sizes beyond the envelope's (no save seen) */
+    uint64_t retimed;            /* plans made again, without detail, from their profile with every
+                                    operator's seconds scaled to the median own time of their last
+                                    3 Stable iterations (options.retime) */
 } ss_ctx_stats;
 
 /* Copies the counters. Any thread. */

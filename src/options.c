@@ -64,6 +64,8 @@ static const opt_row rows[] = {
      "detailed iterations in a row for sequences never seen before, then light mode for a while"},
     {"len-buckets", "SMARTSWAP_LEN_BUCKETS", OPT_INT, F(len_buckets), "0", 0, 16, NULL,
      "envelopes per doubling of the declared length (ss_ctx_sizes); 0 = one envelope per structure"},
+    {"retime", "SMARTSWAP_RETIME", OPT_FLOAT, F(retime), "1.25", 0, 100, NULL,
+     "re-plan, without a detailed iteration, a plan whose last 3 Stable iterations' own time (median; wall less smartswap's) differs from its profile's operator seconds by more than this factor, with the profile's times scaled to it; 0 = never"},
     {"layers", "SMARTSWAP_LAYERS", OPT_INT, F(layers), "0", 0, 1000000, NULL,
      "logical layers of the policy; 0 = derived from the operator count"},
     {"min-swap", "SMARTSWAP_MIN_SWAP", OPT_SIZE, F(min_swap_bytes), "64KiB", 0, 1e18, NULL,

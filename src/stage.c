@@ -567,6 +567,8 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
     s->fuzzy = 0;
     s->it_len = ctx->decl_len;
     ctx->decl_len = 0;
+    s->it_ov0 = atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed);
+    s->it_own = 0;
     s->stage_now = atomic_load(&s->stage);
     cursor_set(ctx, -1, 0);
     int record = 0;
@@ -1076,6 +1078,72 @@ static int ring_matches_plan(ss_ctx_t *ctx, uint32_t n) {
     return ring_agrees(ctx, ctx->st.cache[ctx->st.cur].prof, ctx->st.good_n, n);
 }
 
+/* ---- re-timing ---------------------------------------------------------------------------
+ * A plan is timed by its profile's operator seconds, measured in one detailed iteration. The
+ * machine's speed drifts (a shared machine's by up to 2x in minutes), and the detailed iteration
+ * itself can run slower than the iterations that follow (measured on the 2-core machine: a
+ * profile's operators summed to 193-325 ms where the steps of none around it took 176-211 ms,
+ * every operator slower by about the same factor), so a plan can be made for another copy:compute
+ * ratio than the one it runs at. Each Stable iteration that ran the current plan exactly gives
+ * its own time: its wall time less the time inside smartswap (ctx->ovh_ns), the quantity a
+ * detailed iteration sums over its operators. When the median of the last SSI_RETIME_N of them
+ * differs from the profile's sum by more than options.retime (either way), the profile's
+ * operator seconds are scaled to that median and the plan is made again from it, on the
+ * simulator, with no detailed iteration; it replaces the plan in its cache slot (same key) from
+ * the next iteration. Profiles on cpu-sim's virtual clock carry a model, not measured seconds:
+ * they are never re-timed; nor are profiles shorter than SSI_RETIME_MIN_S (timer noise). */
+#define SSI_RETIME_MIN_S 1e-3
+
+static double med3(const double *v) {
+    double a = v[0], b = v[1], c = v[2];
+    if (a > b) { double t = a; a = b; b = t; }
+    if (b > c) b = c;
+    return a > b ? a : b;
+}
+
+static int retime(ss_ctx_t *ctx, int slot) {
+    ssi_stage *s = &ctx->st;
+    ssi_cache_entry *e = &s->cache[slot];
+    double f = ctx->opts.retime;
+    if (!(f > 1.0) || !(s->it_own > 0) || !s->planner.fn) return 0;
+    const ss_device_caps *caps = ctx->device ? ss_device_get_caps(ctx->device) : NULL;
+    if (caps && caps->virtual_clock) return 0;
+    double ps = 0;
+    for (uint32_t i = 0; i < e->prof->nops; i++) ps += e->prof->ops[i].seconds;
+    if (ps < SSI_RETIME_MIN_S) return 0;
+    e->own[e->nown++ % SSI_RETIME_N] = s->it_own;
+    if (e->nown < SSI_RETIME_N) return 0;
+    double r = med3(e->own) / ps;
+    if (r <= f && r * f >= 1.0) return 0;
+    ss_profile *p = NULL;
+    ss_plan *pl = NULL;
+    ss_status st = ssi_profile_clone(e->prof, &p);
+    if (!st) {
+        for (uint32_t i = 0; i < p->nops; i++) p->ops[i].seconds *= r;
+        p->iter_seconds *= r;
+        st = s->planner.fn(s->planner.user, p, &pl);
+        if (st == SS_OK && !pl) st = SS_ERR_INVALID;
+        if (st == SS_OK) st = ssi_stage_plan_prepare(pl, p);
+    }
+    e->nown = 0;   /* the next SSI_RETIME_N iterations judge the new timing (or try again) */
+    if (st) {
+        if (pl) plan_free(ctx, pl);
+        ssi_profile_free(p);
+        ctx->stats.plan_errors++;
+        SS_WARN("stage: re-timing the plan of iteration %llu (its operators x %.2f) failed: %s; the plan stays",
+                (unsigned long long)ctx->iter, r, ss_status_str(st));
+        return 0;
+    }
+    SS_INFO("stage: iteration %llu: own time %.1f ms against its profile's %.1f ms: plan re-timed (x %.2f)",
+            (unsigned long long)ctx->iter, med3(e->own) * 1e3, ps * 1e3, r);
+    plan_free(ctx, e->plan);
+    ssi_profile_free(e->prof);
+    e->plan = pl;
+    e->prof = p;
+    ctx->stats.retimed++;
+    return 1;
+}
+
 static int end_light(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m, uint64_t sig,
                      double secs) {
     ssi_stage *s = &ctx->st;
@@ -1087,6 +1155,7 @@ static int end_light(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m, uint64_t
             bound_reset(ctx);
             if (e->derived) ctx->stats.hits_derived++;
             else ctx->stats.hits_exact++;
+            if (!s->mid_switches && retime(ctx, s->cur)) return SS_PLAN_NEW;
             return s->mid_switches ? SS_PLAN_HIT : SS_PLAN_SAME;
         }
     }

@@ -91,6 +91,11 @@ typedef struct ssi_cache_entry {
     int64_t     len, ref_len;
     ss_prof_tensor *ref;
     uint32_t    bucket;     /* an envelope's length bucket (options.len_buckets; 0: the only one) */
+    /* re-timing (stage.c, "re-timing"): the own time of the last SSI_RETIME_N Stable iterations
+     * that ran this plan exactly, and how many were seen since it was (re)made */
+#define SSI_RETIME_N 3
+    double      own[SSI_RETIME_N];
+    uint32_t    nown;
 } ssi_cache_entry;
 
 /* SMARTSWAP_REPLAN: on (default), off (the first plan is kept: no checks, probes or new plans),
@@ -142,6 +147,9 @@ typedef struct ssi_stage {
     uint32_t    fz_next;
     int         variant;        /* SSI_REPLAN_*: SMARTSWAP_REPLAN, bench-varying's baselines */
     int64_t     it_len;         /* this iteration's longest declared length (ss_ctx_sizes; 0 none) */
+    uint64_t    it_ov0;         /* ctx->ovh_ns at the iteration's begin */
+    double      it_own;         /* the iteration's own time: its wall time less the time inside
+                                   smartswap (set by ss_ctx_iter_end; 0: unknown) */
 } ssi_stage;
 
 ss_status ssi_stage_init(ss_ctx_t *ctx);

@@ -14,6 +14,8 @@
 #include "api.h"
 #include "sim.h"
 
+#include <math.h>
+
 enum { L = 4, NOPS = 4 * L + 1 };
 
 typedef struct spec {
@@ -24,6 +26,7 @@ typedef struct spec {
     int      eval;       /* forward only, nothing saved */
     int64_t  len;        /* > 0: "linear" saves len x 8 and "relu" len x len (bytes unused) */
     int      declare;    /* with len: declared before the iteration (ss_ctx_sizes) */
+    double   spin_s;     /* > 0: the caller's own work after each operator, in seconds */
 } spec;
 
 static uint32_t ID_LIN, ID_ACT, ID_ACTB, ID_LINB, ID_STEP, ID_ZEROS;
@@ -55,11 +58,14 @@ static ss_ctx_t *mk(int warmup, int max_detailed, int cache) {
     return ctx;
 }
 
-static spec plain(void) { spec s = {4096, -1, 0, 0, 0, 0, 0}; return s; }
+static spec plain(void) { spec s = {4096, -1, 0, 0, 0, 0, 0, 0}; return s; }
+
+static void spin(double s);
 
 static void op(ss_ctx_t *ctx, const spec *s, int *idx, uint32_t id, uint64_t site) {
     if (*idx == s->rename_op) id = s->rename_id;
     CHECK_OK(ss_ctx_op(ctx, id, site));
+    if (s->spin_s > 0) spin(s->spin_s);
     (*idx)++;
 }
 
@@ -860,6 +866,83 @@ static void t_op_seconds(void) {
     ss_ctx_free(ctx);
 }
 
+
+/* Re-timing (stage.c, "re-timing"): a plan whose Stable iterations' own time departs from its
+ * profile's operator seconds by more than options.retime is made again, with no detailed
+ * iteration, from its profile scaled to them. The detailed iteration spins 4 ms after each of
+ * its 17 operators (a profile of at least 68 ms); the Stable ones 1 ms (at least 17 ms of own
+ * time, a quarter): after 3 of them the plan is re-timed once, its profile summing to their
+ * median own time, and iterations at that speed then keep it. At the detailed iteration's own
+ * speed, and with options.retime 0, nothing is re-timed. */
+typedef struct rt_rec { int calls; double sum[8]; } rt_rec;
+static ss_status plan_rec_sum(void *user, const ss_profile *p, ss_plan **out) {
+    rt_rec *r = user;
+    double s = 0;
+    for (uint32_t i = 0; i < p->nops; i++) s += p->ops[i].seconds;
+    if (r->calls < 8) r->sum[r->calls] = s;
+    r->calls++;
+    return ssi_plan_default(NULL, p, out);
+}
+
+static void t_retime(void) {
+    for (int mode = 0; mode < 3; mode++) {   /* 0: faster Stable iterations; 1: same speed; 2: retime 0 */
+        ss_ctx_config c = ss_ctx_config_default();
+        c.opts.warmup_iters = 0;
+        c.opts.max_detailed = 3;
+        c.opts.plan_cache_size = 8;
+        if (mode == 2) c.opts.retime = 0;
+        ss_ctx_t *ctx = NULL;
+        CHECK_OK(ss_ctx_new(&c, &ctx));
+        intern_all(ctx);
+        rt_rec rec;
+        memset(&rec, 0, sizeof rec);
+        ssi_planner pl = {plan_rec_sum, NULL, &rec};
+        CHECK_OK(ssi_ctx_set_planner(ctx, &pl));
+        spec slow = plain(), fast = plain();
+        slow.spin_s = 0.004;
+        fast.spin_s = mode == 1 ? 0.004 : 0.001;
+        ss_iter_report r;
+        run_iter(ctx, &slow, &r);
+        CHECK_EQ_INT(r.detailed, 1);
+        CHECK_EQ_INT(rec.calls, 1);
+        CHECK_MSG(rec.sum[0] >= NOPS * 0.004, "profile %.4f s", rec.sum[0]);
+        double wall[3] = {0};
+        for (int i = 0; i < 3; i++) {
+            run_iter(ctx, &fast, &r);
+            CHECK_EQ_INT(r.detailed, 0);
+            wall[i] = r.seconds;
+        }
+        ss_ctx_stats st = stats(ctx);
+        if (mode == 0) {
+            CHECK_EQ_INT(r.plan_event, SS_PLAN_NEW);
+            CHECK_EQ_U64(st.retimed, 1);
+            CHECK_EQ_INT(rec.calls, 2);
+            /* the new profile sums to the median own time: at least the spins, at most the
+             * largest wall time of the three */
+            double wmax = wall[0] > wall[1] ? wall[0] : wall[1];
+            if (wall[2] > wmax) wmax = wall[2];
+            CHECK_MSG(rec.sum[1] >= NOPS * 0.001 * 0.999 && rec.sum[1] <= wmax * 1.001,
+                      "re-timed profile %.4f s, walls %.4f %.4f %.4f s", rec.sum[1], wall[0], wall[1], wall[2]);
+            CHECK(rec.sum[1] < rec.sum[0] / 1.25);
+            /* the plan in use is the re-timed one; more iterations at that speed keep it */
+            const ss_profile *pp = ctx->st.cache[ctx->st.cur].prof;
+            double ps = 0;
+            for (uint32_t i = 0; i < pp->nops; i++) ps += pp->ops[i].seconds;
+            CHECK(fabs(ps - rec.sum[1]) <= 1e-9 * ps);
+            for (int i = 0; i < 3; i++) run_iter(ctx, &fast, &r);
+            st = stats(ctx);
+            CHECK_EQ_U64(st.retimed, 1);
+            CHECK_EQ_INT(rec.calls, 2);
+        } else {
+            CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
+            CHECK_EQ_U64(st.retimed, 0);
+            CHECK_EQ_INT(rec.calls, 1);
+        }
+        CHECK_EQ_U64(st.detailed_iters, 1);
+        ss_ctx_free(ctx);
+    }
+}
+
 int main(void) {
     RUN(t_steady);
     RUN(t_lazy_state);
@@ -875,5 +958,6 @@ int main(void) {
     RUN(t_planner_fails);
     RUN(t_disabled);
     RUN(t_op_seconds);
+    RUN(t_retime);
     return test_summary();
 }

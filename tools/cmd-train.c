@@ -869,10 +869,13 @@ int cmd_train(int argc, char **argv) {
         printf("  plans by kind: %llu iterations under their own detailed plan (exact), %llu under a derived one "
                "(derived: the structure's envelope, or their sizes' plan), %llu matched (under the envelope by fuzzy "
                "matching, experts skipped; or growing it; or under another size's plan); %llu plans derived "
-               "from new sizes without detail (%llu of them ahead, for a declared longest length), %llu missed live\n",
+               "from new sizes without detail (%llu of them ahead, for a declared longest length), %llu missed live; "
+               "%llu re-timed (made again with their profile's operator seconds scaled to their Stable iterations' "
+               "own time)\n",
                (unsigned long long)cs.hits_exact,
                (unsigned long long)cs.hits_derived, (unsigned long long)cs.hits_matched,
-               (unsigned long long)cs.derived, (unsigned long long)cs.sized_ahead, (unsigned long long)cs.derive_misses);
+               (unsigned long long)cs.derived, (unsigned long long)cs.sized_ahead, (unsigned long long)cs.derive_misses,
+               (unsigned long long)cs.retimed);
         if (swapping) {
             /* machine-readable totals for scripts (make demo) */
             printf("totals: mode=%s budget=%llu peak=%llu swapped_out=%llu swapped_in=%llu evictions=%u stalls=%u "
