@@ -1108,8 +1108,12 @@ static int retime(ss_ctx_t *ctx, int slot) {
     if (!(f > 1.0) || !(s->it_own > 0) || !s->planner.fn) return 0;
     const ss_device_caps *caps = ctx->device ? ss_device_get_caps(ctx->device) : NULL;
     if (caps && caps->virtual_clock) return 0;
+    /* the own time the plan predicts: the simulator's compute for it (its operators, and what it
+     * recomputes, priced by their seconds: a hybrid's Stable iterations run those kernels too),
+     * else the profile's operators */
     double ps = 0;
     for (uint32_t i = 0; i < e->prof->nops; i++) ps += e->prof->ops[i].seconds;
+    if (e->plan->iter_s > e->plan->stall_s && e->plan->iter_s - e->plan->stall_s > ps) ps = e->plan->iter_s - e->plan->stall_s;
     if (ps < SSI_RETIME_MIN_S) return 0;
     e->own[e->nown++ % SSI_RETIME_N] = s->it_own;
     if (e->nown < SSI_RETIME_N) return 0;
@@ -1134,7 +1138,7 @@ static int retime(ss_ctx_t *ctx, int slot) {
                 (unsigned long long)ctx->iter, r, ss_status_str(st));
         return 0;
     }
-    SS_INFO("stage: iteration %llu: own time %.1f ms against its profile's %.1f ms: plan re-timed (x %.2f)",
+    SS_INFO("stage: iteration %llu: own time %.1f ms against its plan's %.1f ms: plan re-timed (x %.2f)",
             (unsigned long long)ctx->iter, med3(e->own) * 1e3, ps * 1e3, r);
     plan_free(ctx, e->plan);
     ssi_profile_free(e->prof);
