@@ -278,6 +278,33 @@ static void t_plan_measured_times(void) {
     free(o);
 }
 
+/* `smartswap plan --segment SIZE --latency-us US`: the simulations take the allocator's segment
+ * size and the copies' fixed cost given (smartswap train prints its segments; with them a saved
+ * profile is planned as the trainer planned it) and the JSON says which; on the fixture the
+ * trainer's 256 B segments give another plan than the 2 MiB default; a size that is not a
+ * multiple of 256 bytes is refused. */
+static void t_plan_segment(void) {
+    const char *prof = "tests/data/bench-train-4x-profile.jsonl";
+    char *o, args[512];
+    snprintf(args, sizeof args, "plan %s --budget 9216983 --d2h 0.15 --h2d 0.15 --json -o %s/sg.plan", prof, tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    double it_def = json_f64(o, "\"iter_seconds\":");
+    CHECK_MSG(json_u64(o, "\"segment_bytes\":") == 2u << 20 && json_f64(o, "\"copy_latency_us\":") == 0, "%.300s", o);
+    free(o);
+    snprintf(args, sizeof args, "plan %s --budget 9216983 --d2h 0.15 --h2d 0.15 --segment 256 --latency-us 5 --json -o %s/sg.plan",
+             prof, tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    double it_256 = json_f64(o, "\"iter_seconds\":");
+    CHECK_MSG(json_u64(o, "\"segment_bytes\":") == 256 && json_f64(o, "\"copy_latency_us\":") == 5, "%.300s", o);
+    free(o);
+    printf("  planned step: %.6f s in 2 MiB segments, %.6f s in 256 B segments with 5 us copies\n", it_def, it_256);
+    CHECK_MSG(it_def > 0 && it_256 > 0 && it_def != it_256, "2 MiB %.9f s, 256 B %.9f s", it_def, it_256);
+    snprintf(args, sizeof args, "plan %s --budget 9216983 --segment 300 -o %s/sg.plan", prof, tmpdir);
+    CHECK_EQ_INT(run(args, &o), 2);
+    CHECK_MSG(has(o, "--segment: 300 is not a multiple of 256 bytes"), "%s", o);
+    free(o);
+}
+
 /* Issue 14 item 5: replay and plan give the same smallest budget of a profile (state + the
  * largest working set of one operator, ssi_policy_floor), at least the state and at most the
  * smallest budget the planner fits; one allocator unit below it no plan fits. */
@@ -534,6 +561,7 @@ int main(void) {
     RUN(t_min_swap_lowered);
     RUN(t_smallest_budget_plan_replay);
     RUN(t_plan_measured_times);
+    RUN(t_plan_segment);
     RUN(t_train);
     RUN(t_demo_device);
     char cmd[128];

@@ -20,7 +20,8 @@ static void usage(FILE *f) {
     fprintf(f,
         "usage: smartswap plan PROFILE --budget SIZE [--device PRESET | --iter-time SECONDS]\n"
         "                      [--d2h GB/s] [--h2d GB/s] [--host-mem SIZE] [--layers N]\n"
-        "                      [--min-swap SIZE] [-o PLAN] [--json] [--plot FILE.png|svg]\n"
+        "                      [--min-swap SIZE] [--segment SIZE] [--latency-us US] [-o PLAN]\n"
+        "                      [--json] [--plot FILE.png|svg]\n"
         "  Plans which saved tensors to swap to host memory, and when, so that one training\n"
         "  iteration of PROFILE fits in --budget bytes of device memory.\n"
         "  --device     h200 (default), h100, a100-80g, a100-40g, gh200: link bandwidths, host\n"
@@ -29,6 +30,10 @@ static void usage(FILE *f) {
         "               without it, the profile's measured operator seconds when it has them\n"
         "  --d2h/--h2d  copy bandwidths in GB/s (default: the device's)\n"
         "  --host-mem   cap on host memory for swapped tensors (default: the device's typical)\n"
+        "  --segment    the allocator's segment size the simulations assume (default 2 MiB, the\n"
+        "               allocator's; smartswap train prints its own on the 'memory' line: give that\n"
+        "               to plan a saved profile as the trainer did), a multiple of 256 bytes\n"
+        "  --latency-us fixed cost of each copy in microseconds (default 0; cpu-sim's is 5)\n"
         "  -o PLAN      where to write the plan (default: PROFILE with .plan)\n");
 }
 
@@ -135,8 +140,8 @@ int cmd_plan(int argc, char **argv) {
     if (cli_options_init(CMD, &o)) return 2;
     const char *profile = NULL, *out = NULL, *plot_path = NULL, *v = NULL;
     const char *device = NULL;
-    double iter_time = 0, d2h = 0, h2d = 0;
-    uint64_t budget = 0, host_mem = 0, min_swap = o.min_swap_bytes;
+    double iter_time = 0, d2h = 0, h2d = 0, latency_us = 0;
+    uint64_t budget = 0, host_mem = 0, min_swap = o.min_swap_bytes, segment = 0;
     int have_budget = 0, have_host = 0, json = 0;
     long layers = o.layers;
     for (int i = 1; i < argc;) {
@@ -168,6 +173,15 @@ int cmd_plan(int argc, char **argv) {
             if (r < 0 || cli_int(CMD, "layers", v, 0, 1000000, &layers)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "min-swap", &v))) {
             if (r < 0 || cli_size(CMD, "min-swap", v, &min_swap)) return 2;
+        } else if ((r = cli_flag(argc, argv, &i, "segment", &v))) {
+            if (r < 0 || cli_size(CMD, "segment", v, &segment)) return 2;
+            if (segment < 256 || segment % 256) {
+                cli_error(CMD, "give a multiple of 256 bytes, e.g. --segment 256 or --segment 2MiB",
+                          "--segment: %s is not a multiple of 256 bytes", v);
+                return 2;
+            }
+        } else if ((r = cli_flag(argc, argv, &i, "latency-us", &v))) {
+            if (r < 0 || cli_double(CMD, "latency-us", v, 0, 1e6, &latency_us)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "output", &v))) {
             if (r < 0) return 2;
             out = v;
@@ -220,6 +234,8 @@ int cmd_plan(int argc, char **argv) {
     c.d2h_bps = (d2h > 0 ? d2h : dev->d2h_gbps) * 1e9;
     c.h2d_bps = (h2d > 0 ? h2d : dev->h2d_gbps) * 1e9;
     c.time.layers = (uint32_t)layers;
+    c.segment_bytes = segment;
+    c.copy_latency_s = latency_us * 1e-6;
     c.min_budget = 1;
     int has_flops = 0;
     for (uint32_t i = 0; i < p->nops && !has_flops; i++) has_flops = p->ops[i].flops > 0;
@@ -291,6 +307,8 @@ int cmd_plan(int argc, char **argv) {
         json_str(stdout, profile);
         printf(",\"ops\":%u,\"device\":\"%s\",\"time_mode\":", p->nops, dev->name);
         json_str(stdout, mode);
+        printf(",\"segment_bytes\":%" PRIu64 ",\"copy_latency_us\":%.6g", segment ? segment : ss_alloc_config_default().segment_bytes,
+               latency_us);
         printf(",\"d2h_gbps\":%.6g,\"h2d_gbps\":%.6g,\"host_mem_cap_bytes\":%" PRIu64
                ",\"layers\":%u,\"peak_bytes_before\":%" PRIu64 ",\"peak_bytes_after\":%" PRIu64
                ",\"budget_bytes\":%" PRIu64 ",\"swapped_bytes\":%" PRIu64 ",\"swapped_tensors\":%u"
