@@ -122,6 +122,7 @@ typedef struct runner {
     const gpt_data *d;
     const gpt_schedule *s;
     int             swapping, have_mem, have_m, live, from, n;
+    uint64_t        budget;         /* the budget it runs at (runner_open's, or raised) */
     gpt_mem         mem;
     gpt_ssswap      sw;
     gpt_ssprof      prof;
@@ -205,9 +206,11 @@ static void runner_free(runner *rn) {
 }
 
 /* Sets up a run of mode under budget (0: none) on the cpu-sim link of gbps; steps from `from`
- * on are measured. On failure rn->r.why says why and rn->live is 0. */
+ * on are measured. A budget below the mode's smallest is refused, or with raise (recompute,
+ * whose step does not depend on the budget) raised to it; rn->budget is the one it runs at. On
+ * failure rn->r.why says why and rn->live is 0. */
 static void runner_open(runner *rn, const gpt_config *c, const gpt_schedule *s, const gpt_data *d, gpt_mode mode,
-                        uint64_t budget, uint64_t host_cap, double gbps, int from, int hybrid) {
+                        uint64_t budget, uint64_t host_cap, double gbps, int from, int hybrid, int raise) {
     memset(rn, 0, sizeof *rn);
     rn->hybrid = hybrid && mode == GPT_MODE_SMARTSWAP;
     rn->d = d;
@@ -223,6 +226,14 @@ static void runner_open(runner *rn, const gpt_config *c, const gpt_schedule *s, 
     char err[256];
     rn->tl_step = -1;
     rn->d2h_busy = rn->d2h_busy_all = -1;
+    /* the swapping modes' smallest budget (the hybrid's included; the mode's own for none and
+     * recompute): the allocator's segments are sized from it as `smartswap train` sizes them
+     * (gpt_mem_segment_for_run: exact-size segments below twice it, which never fragment).
+     * Before 2026-12-06 the bench took gpt_mem_segment_for alone: 64-128 KiB segments where the
+     * trainer has 256 B ones, and on held-out shapes (24 layers x width 32, 4 x 128 tokens; 12 x
+     * 48, 4 x 256) the hybrid evicted 207-434 times in its measured Stable steps where `smartswap
+     * train` at the same budget and link evicts none. */
+    uint64_t floor_b = 0;
     if (budget) {
         /* the trainer's smallest budget for this mode (smartswap train refuses a budget below it
          * before step 1): such a row says so instead of running out of memory. The hybrid's
@@ -230,9 +241,11 @@ static void runner_open(runner *rn, const gpt_config *c, const gpt_schedule *s, 
          * modes' */
         gpt_min_budget mb;
         char msg[512];
-        int pm = mode == GPT_MODE_OFFLOAD_ALL ? GPT_MODE_SMARTSWAP : mode;
-        int bad = rn->hybrid ? gpt_min_budget_probe_hybrid(c, s, o.min_swap_bytes, 256, &mb, err, sizeof err)
-                             : gpt_min_budget_probe_mode(c, s, pm, o.min_swap_bytes, 256, &mb, err, sizeof err);
+        int pm = rn->swapping ? GPT_MODE_SMARTSWAP : mode;
+        int bad = gpt_min_budget_probe_mode(c, s, pm, o.min_swap_bytes, 256, &mb, err, sizeof err);
+        if (!bad) floor_b = mb.min_budget_bytes;
+        if (!bad && rn->hybrid) bad = gpt_min_budget_probe_hybrid(c, s, o.min_swap_bytes, 256, &mb, err, sizeof err);
+        if (!bad && raise && mb.min_budget_bytes > budget) budget = (mb.min_budget_bytes + 255) / 256 * 256;
         if (!bad && gpt_min_budget_refuse(&mb, budget, msg, sizeof msg)) {
             snprintf(rn->r.why, sizeof rn->r.why, "refused: below the smallest budget %llu B (%s)",
                      (unsigned long long)mb.min_budget_bytes, msg);
@@ -240,20 +253,8 @@ static void runner_open(runner *rn, const gpt_config *c, const gpt_schedule *s, 
             return;
         }
     }
-    /* the allocator's segments as `smartswap train` sizes them (gpt_mem_segment_for_run): below
-     * twice the run's smallest budget (the swapping modes' figure for smartswap, the hybrid
-     * included, and offload-all; the mode's own for recompute) exact-size segments, which never
-     * fragment. Before 2026-12-06 the bench took gpt_mem_segment_for alone: 64-128 KiB segments
-     * where the trainer has 256 B ones, and on held-out shapes (24 layers x width 32, 4 x 128
-     * tokens; 12 x 48, 4 x 256) the hybrid evicted 207-434 times in its measured Stable steps
-     * where `smartswap train` at the same budget and link evicts none. */
-    uint64_t floor_b = 0;
-    if (budget && !o.granule_bytes) {
-        gpt_min_budget fm;
-        int pm = rn->swapping ? GPT_MODE_SMARTSWAP : mode;
-        if (!gpt_min_budget_probe_mode(c, s, pm, o.min_swap_bytes, 256, &fm, err, sizeof err))
-            floor_b = fm.min_budget_bytes;
-    }
+    rn->budget = budget;
+    if (o.granule_bytes) floor_b = 0;   /* granules: the segment rule does not apply */
     if (gpt_mem_init_ss_ex(&rn->mem, "cpu-sim", &o, budget, gpt_mem_segment_for_run(budget, state, floor_b), err,
                            sizeof err)) {
         snprintf(rn->r.why, sizeof rn->r.why, "%s", err);
@@ -429,7 +430,7 @@ static void run(const gpt_config *c, const gpt_schedule *s, const gpt_data *d, g
                 uint64_t host_cap, double gbps, int steps, int from, int hybrid, result *r) {
     runner *rn = malloc(sizeof *rn);
     if (!rn) { memset(r, 0, sizeof *r); snprintf(r->why, sizeof r->why, "out of host memory"); return; }
-    runner_open(rn, c, s, d, mode, budget, host_cap, gbps, from, hybrid);
+    runner_open(rn, c, s, d, mode, budget, host_cap, gbps, from, hybrid, 0);
     for (int st = 0; st < steps && rn->live; st++) runner_step(rn, st);
     runner_close(rn);
     *r = rn->r;
@@ -681,8 +682,8 @@ int main(int argc, char **argv) {
         cn.loss = GPT_LOSS_FULL;
         runner *rf = malloc(2 * sizeof *rf);
         if (!rf) { fprintf(stderr, "bench-train: out of host memory\n"); return 1; }
-        runner_open(&rf[0], &c, &s, &d, GPT_MODE_NONE, 0, 0, 8, from, 0);
-        runner_open(&rf[1], &cn, &s, &d, GPT_MODE_NONE, 0, 0, 8, from, 0);
+        runner_open(&rf[0], &c, &s, &d, GPT_MODE_NONE, 0, 0, 8, from, 0, 0);
+        runner_open(&rf[1], &cn, &s, &d, GPT_MODE_NONE, 0, 0, 8, from, 0, 0);
         for (int st = 0; st < steps; st++)
             for (int j = 0; j < 2; j++) runner_step(&rf[(st + j) % 2], st);
         uint64_t saves[2] = {rf[0].m.stats.saved_bytes, rf[1].m.stats.saved_bytes};
@@ -759,18 +760,13 @@ int main(int argc, char **argv) {
              * 5: smartswap --swap-only (pure swapping) */
             /* recompute below its own smallest budget (it keeps every saved tensor of a layer
              * resident, so its floor can lie above the row's budget) runs at that floor instead
-             * and the row says so: its step does not depend on the budget (it swaps nothing), so
-             * ss/rec then compares smartswap at the row's budget with recompute given more */
-            uint64_t rc_budget = budget;
-            {
-                gpt_min_budget fm;
-                if (!gpt_min_budget_probe_mode(&c, &s, GPT_MODE_RECOMPUTE, gpt_min_swap_default(&c, s.seq_min), 256,
-                                               &fm, err, sizeof err) && fm.min_budget_bytes > budget)
-                    rc_budget = (fm.min_budget_bytes + 255) / 256 * 256;
-            }
+             * (raise) and the row says so: its step does not depend on the budget (it swaps
+             * nothing), so ss/rec then compares smartswap at the row's budget with recompute
+             * given more */
             for (int i = 0; i < NR; i++)
-                runner_open(&rn[i], &c, &s, &d, rm[i], rm[i] == GPT_MODE_NONE ? 0 : i == 2 ? rc_budget : budget, 0,
-                            i == 4 ? 1e6 : gbps, from, i != 5);
+                runner_open(&rn[i], &c, &s, &d, rm[i], rm[i] == GPT_MODE_NONE ? 0 : budget, 0, i == 4 ? 1e6 : gbps,
+                            from, i != 5, i == 2);
+            uint64_t rc_budget = rn[2].budget > budget ? rn[2].budget : budget;
             rn[5].tl_step = from - 1;   /* the last step not measured: its timeline is read */
             for (int st = 0; st < steps; st++)
                 for (int i = 0; i < NR; i++) runner_step(&rn[(i + st) % NR], st);

@@ -231,11 +231,6 @@ ss_status ss_ctx_iter_end(ss_ctx_t *ctx, ss_iter_report *report) {
     memset(&rep, 0, sizeof rep);
     rep.iter = ctx->iter;
     rep.seconds = ssi_now() - ctx->t_begin;
-    {
-        uint64_t ov = atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed);
-        double own = rep.seconds - (double)(ov - ctx->st.it_ov0) * 1e-9;
-        ctx->st.it_own = own > 0 ? own : 0;
-    }
     rep.nops = atomic_load_explicit(&ctx->n, memory_order_relaxed);
     rep.nsaves = ctx->nsaves;
     rep.nloads = ctx->nloads;

@@ -146,7 +146,7 @@ ss_status ssi_rec_start(ss_ctx_t *ctx) {
  * and the iteration's time is the sum. */
 #define SSI_VOP_S   2e-6
 #define SSI_VOP_BPS 4e9
-static int rec_virtual(const ss_ctx_t *ctx) {
+int ssi_rec_virtual(const ss_ctx_t *ctx) {
     const ss_device_caps *c = ctx->device ? ss_device_get_caps(ctx->device) : NULL;
     return c && c->virtual_clock;
 }
@@ -156,7 +156,7 @@ static int rec_virtual(const ss_ctx_t *ctx) {
  * rec_close sets it from the model above). */
 static void rec_time(ss_ctx_t *ctx, ss_profile *p) {
     if (ctx->st.rec_t < 0) return;   /* paused (operators replayed from the ring) */
-    if (rec_virtual(ctx)) { ctx->st.rec_t = 1; return; }
+    if (ssi_rec_virtual(ctx)) { ctx->st.rec_t = 1; return; }
     double t = ssi_now();
     uint64_t ov = atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed);
     if (p->nops && ctx->st.rec_t > 0) {
@@ -178,7 +178,7 @@ static uint64_t rec_close(ss_ctx_t *ctx, ss_profile *p) {
         ss_prof_op *o = &p->ops[p->nops - 1];
         o->mem_after = mem;
         o->mem_peak = peak;
-        if (ctx->st.rec_t >= 0 && rec_virtual(ctx)) {
+        if (ctx->st.rec_t >= 0 && ssi_rec_virtual(ctx)) {
             uint64_t before = p->nops > 1 ? p->ops[p->nops - 2].mem_after : p->base_bytes;
             o->seconds = SSI_VOP_S + (double)(peak > before ? peak - before : 0) / SSI_VOP_BPS;
         }
@@ -260,7 +260,7 @@ ss_status ssi_rec_finish(ss_ctx_t *ctx, uint64_t seq_hash, uint64_t size_sig, do
     p->seq_hash = seq_hash;
     p->size_sig = size_sig;
     p->iter_seconds = seconds;
-    if (rec_virtual(ctx)) {   /* the model's sum, not the wall time (see rec_virtual) */
+    if (ssi_rec_virtual(ctx)) {   /* the model's sum, not the wall time (see ssi_rec_virtual) */
         p->iter_seconds = 0;
         for (uint32_t i = 0; i < p->nops; i++) p->iter_seconds += p->ops[i].seconds;
     }

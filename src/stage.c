@@ -270,7 +270,9 @@ ss_status ssi_stage_plan_prepare(ss_plan *pl, const ss_profile *prof) {
 
 /* Plans prof (taking it on success) into slot (or a new slot when slot < 0) and makes it
  * current. On failure prof stays the caller's. */
-static ss_status cache_plan(ss_ctx_t *ctx, ss_profile *prof, int slot) {
+/* The planner on prof, its plan prepared (ssi_stage_plan_prepare) into *out; on failure nothing
+ * is kept and plan_errors counts it. */
+static ss_status make_plan(ss_ctx_t *ctx, const ss_profile *prof, ss_plan **out) {
     ssi_stage *s = &ctx->st;
     ss_plan *pl = NULL;
     ss_status st = s->planner.fn(s->planner.user, prof, &pl);
@@ -279,6 +281,17 @@ static ss_status cache_plan(ss_ctx_t *ctx, ss_profile *prof, int slot) {
     if (st) {
         if (pl) plan_free(ctx, pl);
         ctx->stats.plan_errors++;
+        return st;
+    }
+    *out = pl;
+    return SS_OK;
+}
+
+static ss_status cache_plan(ss_ctx_t *ctx, ss_profile *prof, int slot) {
+    ssi_stage *s = &ctx->st;
+    ss_plan *pl = NULL;
+    ss_status st = make_plan(ctx, prof, &pl);
+    if (st) {
         SS_WARN("stage: no plan for the sequence of iteration %llu: %s",
                 (unsigned long long)ctx->iter, ss_status_str(st));
         return st;
@@ -568,7 +581,6 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
     s->it_len = ctx->decl_len;
     ctx->decl_len = 0;
     s->it_ov0 = atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed);
-    s->it_own = 0;
     s->stage_now = atomic_load(&s->stage);
     cursor_set(ctx, -1, 0);
     int record = 0;
@@ -1101,45 +1113,43 @@ static double med3(const double *v) {
     return a > b ? a : b;
 }
 
-static int retime(ss_ctx_t *ctx, int slot) {
+static int retime(ss_ctx_t *ctx, int slot, double secs) {
     ssi_stage *s = &ctx->st;
     ssi_cache_entry *e = &s->cache[slot];
     double f = ctx->opts.retime;
-    if (!(f > 1.0) || !(s->it_own > 0) || !s->planner.fn) return 0;
-    const ss_device_caps *caps = ctx->device ? ss_device_get_caps(ctx->device) : NULL;
-    if (caps && caps->virtual_clock) return 0;
+    if (!(f > 1.0) || ssi_rec_virtual(ctx)) return 0;
+    /* the caller's own time: its wall time less the time inside smartswap since iter_begin
+     * (the executor's iter_end, run since secs was taken, adds none) */
+    double own = secs - (double)(atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed) - s->it_ov0) * 1e-9;
+    if (!(own > 0)) return 0;
+    e->own[e->nown++ % SSI_RETIME_N] = own;
+    if (e->nown < SSI_RETIME_N) return 0;
     /* the own time the plan predicts: the simulator's compute for it (its operators, and what it
      * recomputes, priced by their seconds: a hybrid's Stable iterations run those kernels too),
      * else the profile's operators */
     double ps = 0;
     for (uint32_t i = 0; i < e->prof->nops; i++) ps += e->prof->ops[i].seconds;
-    if (e->plan->iter_s > e->plan->stall_s && e->plan->iter_s - e->plan->stall_s > ps) ps = e->plan->iter_s - e->plan->stall_s;
+    if (e->plan->iter_s - e->plan->stall_s > ps) ps = e->plan->iter_s - e->plan->stall_s;
     if (ps < SSI_RETIME_MIN_S) return 0;
-    e->own[e->nown++ % SSI_RETIME_N] = s->it_own;
-    if (e->nown < SSI_RETIME_N) return 0;
-    double r = med3(e->own) / ps;
+    double med = med3(e->own), r = med / ps;
     if (r <= f && r * f >= 1.0) return 0;
+    e->nown = 0;   /* the next SSI_RETIME_N iterations judge the new timing (or try again) */
     ss_profile *p = NULL;
     ss_plan *pl = NULL;
     ss_status st = ssi_profile_clone(e->prof, &p);
     if (!st) {
         for (uint32_t i = 0; i < p->nops; i++) p->ops[i].seconds *= r;
         p->iter_seconds *= r;
-        st = s->planner.fn(s->planner.user, p, &pl);
-        if (st == SS_OK && !pl) st = SS_ERR_INVALID;
-        if (st == SS_OK) st = ssi_stage_plan_prepare(pl, p);
+        st = make_plan(ctx, p, &pl);
     }
-    e->nown = 0;   /* the next SSI_RETIME_N iterations judge the new timing (or try again) */
     if (st) {
-        if (pl) plan_free(ctx, pl);
         ssi_profile_free(p);
-        ctx->stats.plan_errors++;
         SS_WARN("stage: re-timing the plan of iteration %llu (its operators x %.2f) failed: %s; the plan stays",
                 (unsigned long long)ctx->iter, r, ss_status_str(st));
         return 0;
     }
     SS_INFO("stage: iteration %llu: own time %.1f ms against its plan's %.1f ms: plan re-timed (x %.2f)",
-            (unsigned long long)ctx->iter, med3(e->own) * 1e3, ps * 1e3, r);
+            (unsigned long long)ctx->iter, med * 1e3, ps * 1e3, r);
     plan_free(ctx, e->plan);
     ssi_profile_free(e->prof);
     e->plan = pl;
@@ -1159,7 +1169,7 @@ static int end_light(ss_ctx_t *ctx, uint32_t n, uint64_t h, uint32_t m, uint64_t
             bound_reset(ctx);
             if (e->derived) ctx->stats.hits_derived++;
             else ctx->stats.hits_exact++;
-            if (!s->mid_switches && retime(ctx, s->cur)) return SS_PLAN_NEW;
+            if (!s->mid_switches && retime(ctx, s->cur, secs)) return SS_PLAN_NEW;
             return s->mid_switches ? SS_PLAN_HIT : SS_PLAN_SAME;
         }
     }

@@ -44,6 +44,9 @@ typedef struct ssi_handle ssi_handle;
 uint64_t  ssi_ctx_mem_now(ss_ctx_t *ctx);
 ss_status ssi_ctx_sync_names(ss_ctx_t *ctx, ss_profile *p, uint32_t upto);
 ss_status ssi_rec_start(ss_ctx_t *ctx);
+/* 1 when the context's device runs a virtual clock: operator seconds are a model there
+ * (profile.c), never wall time. */
+int       ssi_rec_virtual(const ss_ctx_t *ctx);
 ss_status ssi_rec_op(ss_ctx_t *ctx, uint32_t id, uint64_t site);
 ss_status ssi_rec_save(ss_ctx_t *ctx, uint32_t ord, uint32_t op, const ssi_handle *hd);
 ss_status ssi_rec_use(ss_ctx_t *ctx, uint32_t ord, uint32_t op);
@@ -147,9 +150,7 @@ typedef struct ssi_stage {
     uint32_t    fz_next;
     int         variant;        /* SSI_REPLAN_*: SMARTSWAP_REPLAN, bench-varying's baselines */
     int64_t     it_len;         /* this iteration's longest declared length (ss_ctx_sizes; 0 none) */
-    uint64_t    it_ov0;         /* ctx->ovh_ns at the iteration's begin */
-    double      it_own;         /* the iteration's own time: its wall time less the time inside
-                                   smartswap (set by ss_ctx_iter_end; 0: unknown) */
+    uint64_t    it_ov0;         /* ctx->ovh_ns at the iteration's begin (re-timing's own time) */
 } ssi_stage;
 
 ss_status ssi_stage_init(ss_ctx_t *ctx);

@@ -56,6 +56,16 @@ int cli_size(const char *cmd, const char *flag, const char *value, uint64_t *out
     return 0;
 }
 
+int cli_segment(const char *cmd, const char *value, uint64_t *out) {
+    if (cli_size(cmd, "segment", value, out)) return 1;
+    if (*out < 256 || *out % 256) {
+        cli_error(cmd, "give a multiple of 256 bytes, e.g. --segment 256 or --segment 2MiB",
+                  "--segment: %s is not a multiple of 256 bytes", value);
+        return 1;
+    }
+    return 0;
+}
+
 int cli_double(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out) {
     char *end;
     errno = 0;

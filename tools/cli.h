@@ -38,6 +38,9 @@ int cli_size(const char *cmd, const char *flag, const char *value, uint64_t *out
 /* Parses a double / integer flag value within [lo, hi]; prints an error on failure. */
 int cli_double(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out);
 int cli_int(const char *cmd, const char *flag, const char *value, long lo, long hi, long *out);
+/* --segment SIZE: an allocator segment size, a multiple of 256 bytes (SS_ALLOC_ALIGN). Same
+ * return convention as cli_size. */
+int cli_segment(const char *cmd, const char *value, uint64_t *out);
 
 /* Prints "<lead><floor> (<n> bytes) = state <s> + the largest working set of one operator <w>
  * (at op <op>, <op_name>); smartswap <other> prints the same": the smallest budget of a profile

@@ -174,12 +174,7 @@ int cmd_plan(int argc, char **argv) {
         } else if ((r = cli_flag(argc, argv, &i, "min-swap", &v))) {
             if (r < 0 || cli_size(CMD, "min-swap", v, &min_swap)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "segment", &v))) {
-            if (r < 0 || cli_size(CMD, "segment", v, &segment)) return 2;
-            if (segment < 256 || segment % 256) {
-                cli_error(CMD, "give a multiple of 256 bytes, e.g. --segment 256 or --segment 2MiB",
-                          "--segment: %s is not a multiple of 256 bytes", v);
-                return 2;
-            }
+            if (r < 0 || cli_segment(CMD, v, &segment)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "latency-us", &v))) {
             if (r < 0 || cli_double(CMD, "latency-us", v, 0, 1e6, &latency_us)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "output", &v))) {

@@ -253,11 +253,7 @@ static int parse(int argc, char **argv, flags *fl) {
         } else if ((r = cli_flag(argc, argv, &i, "plan-headroom", &v))) {
             if (r < 0 || cli_double(CMD, "plan-headroom", v, 0, 0.9, &fl->headroom)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "segment", &v))) {
-            if (r < 0 || cli_size(CMD, "segment", v, &fl->segment)) return 2;
-            if (fl->segment % 256 || fl->segment < 256) {
-                cli_error(CMD, "give a multiple of 256 bytes", "--segment: bad size '%s'", v);
-                return 2;
-            }
+            if (r < 0 || cli_segment(CMD, v, &fl->segment)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "ratio-scale", &v))) {
             if (r < 0 || cli_double(CMD, "ratio-scale", v, 0.001, 1000, &fl->ratio_scale)) return 2;
         } else if ((r = cli_flag(argc, argv, &i, "d2h-gbps", &v))) {
