@@ -131,17 +131,22 @@ struct ss_ctx {
      * executor, eviction callbacks) during detailed iterations: ssi_rec_op subtracts them so
      * that a profile's operator seconds are the caller's own time (ssi_ovh_begin/end) */
     _Atomic uint64_t ovh_ns;
+    /* the same in the other iterations while re-timing is on (ssi_stage.timing): the time an
+     * iteration spent waiting on copies and inside the executor, which re-timing takes out of
+     * its wall time to compare the caller's own time with the plan's compute */
+    _Atomic uint64_t run_ovh_ns;
 };
 
-/* Overhead timing, only while a detailed iteration records (cheap otherwise). Nested spans
- * on one thread (an eviction inside a load) count once. */
+/* Overhead timing, while a detailed iteration records (into ovh_ns) or re-timing measures a
+ * plan's iterations (into run_ovh_ns); off otherwise. Nested spans on one thread (an eviction
+ * inside a load) count once. */
 typedef struct ssi_ovh { double t0; int on; } ssi_ovh;
 extern _Thread_local int ssi_tl_ovh;
 static inline ssi_ovh ssi_ovh_begin(ss_ctx_t *ctx) {
     ssi_ovh o = {0, 0};
-    if (ctx->st.recording && !ssi_tl_ovh) {
+    if ((ctx->st.recording || ctx->st.timing) && !ssi_tl_ovh) {
         ssi_tl_ovh = 1;
-        o.on = 1;
+        o.on = ctx->st.recording ? 1 : 2;
         o.t0 = ssi_now();
     }
     return o;
@@ -149,7 +154,8 @@ static inline ssi_ovh ssi_ovh_begin(ss_ctx_t *ctx) {
 static inline void ssi_ovh_end(ss_ctx_t *ctx, ssi_ovh o) {
     if (!o.on) return;
     double d = ssi_now() - o.t0;
-    if (d > 0) atomic_fetch_add_explicit(&ctx->ovh_ns, (uint64_t)(d * 1e9), memory_order_relaxed);
+    if (d > 0) atomic_fetch_add_explicit(o.on == 1 ? &ctx->ovh_ns : &ctx->run_ovh_ns, (uint64_t)(d * 1e9),
+                                         memory_order_relaxed);
     ssi_tl_ovh = 0;
 }
 

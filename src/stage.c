@@ -580,7 +580,8 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
     s->fuzzy = 0;
     s->it_len = ctx->decl_len;
     ctx->decl_len = 0;
-    s->it_ov0 = atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed);
+    s->it_ov0 = atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed) +
+                atomic_load_explicit(&ctx->run_ovh_ns, memory_order_relaxed);
     s->stage_now = atomic_load(&s->stage);
     cursor_set(ctx, -1, 0);
     int record = 0;
@@ -622,6 +623,9 @@ ss_status ssi_stage_iter_begin(ss_ctx_t *ctx) {
             ctx->next_check = 1;
         }
     }
+    /* a Stable iteration under a plan: its time inside smartswap is measured for re-timing */
+    s->timing = !s->recording && s->stage_now == SS_STAGE_STABLE && s->cur >= 0 && ctx->opts.retime > 1.0 &&
+                !ssi_rec_virtual(ctx);
     return SS_OK;
 }
 
@@ -1097,8 +1101,12 @@ static int ring_matches_plan(ss_ctx_t *ctx, uint32_t n) {
  * profile's operators summed to 193-325 ms where the steps of none around it took 176-211 ms,
  * every operator slower by about the same factor), so a plan can be made for another copy:compute
  * ratio than the one it runs at. Each Stable iteration that ran the current plan exactly gives
- * its own time: its wall time less the time inside smartswap (ctx->ovh_ns), the quantity a
- * detailed iteration sums over its operators. When the median of the last SSI_RETIME_N of them
+ * its own time: its wall time less the time inside smartswap (ctx->run_ovh_ns, measured in such
+ * iterations while re-timing is on: the executor's work and its waits on copies still in
+ * flight, the stalls), the quantity a detailed iteration sums over its operators. (Until
+ * 2026-12-06 that time was measured in detailed iterations only: a Stable iteration's stalls
+ * counted as its own time, so a plan that stalled looked slower than its profile and could be
+ * re-timed slower still, the link then looking faster than it is.) When the median of the last SSI_RETIME_N of them
  * differs from the profile's sum by more than options.retime (either way), the profile's
  * operator seconds are scaled to that median and the plan is made again from it, on the
  * simulator, with no detailed iteration; it replaces the plan in its cache slot (same key) from
@@ -1120,7 +1128,8 @@ static int retime(ss_ctx_t *ctx, int slot, double secs) {
     if (!(f > 1.0) || ssi_rec_virtual(ctx)) return 0;
     /* the caller's own time: its wall time less the time inside smartswap since iter_begin
      * (the executor's iter_end, run since secs was taken, adds none) */
-    double own = secs - (double)(atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed) - s->it_ov0) * 1e-9;
+    double own = secs - (double)(atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed) +
+                                 atomic_load_explicit(&ctx->run_ovh_ns, memory_order_relaxed) - s->it_ov0) * 1e-9;
     if (!(own > 0)) return 0;
     e->own[e->nown++ % SSI_RETIME_N] = own;
     if (e->nown < SSI_RETIME_N) return 0;
@@ -1315,6 +1324,7 @@ ss_status ssi_stage_iter_end(ss_ctx_t *ctx, ss_iter_report *rep) {
         break;
     }
     s->recording = 0;
+    s->timing = 0;
     atomic_store(&s->stage, next);
     rep->stage = stage;
     rep->next_stage = next;

@@ -122,6 +122,8 @@ typedef struct ssi_stage {
     uint32_t    good_n;         /* operators verified against the plan so far */
     /* this iteration */
     int         recording;      /* 0 light, 1 detailed from op 0, 2 from diverged_at */
+    int         timing;         /* the iteration's time inside smartswap is measured for
+                                   re-timing (ctx->run_ovh_ns): a Stable one under a plan */
     int         withheld;       /* detail withheld by the max_detailed bound */
     int         diverged;       /* left the current plan and found no cached one in flight */
     int         div_at_save;    /* the divergence was a save's size */
@@ -150,7 +152,8 @@ typedef struct ssi_stage {
     uint32_t    fz_next;
     int         variant;        /* SSI_REPLAN_*: SMARTSWAP_REPLAN, bench-varying's baselines */
     int64_t     it_len;         /* this iteration's longest declared length (ss_ctx_sizes; 0 none) */
-    uint64_t    it_ov0;         /* ctx->ovh_ns at the iteration's begin (re-timing's own time) */
+    uint64_t    it_ov0;         /* ctx->ovh_ns + run_ovh_ns at the iteration's begin (re-timing's
+                                   own time) */
 } ssi_stage;
 
 ss_status ssi_stage_init(ss_ctx_t *ctx);

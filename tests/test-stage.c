@@ -884,8 +884,22 @@ static ss_status plan_rec_sum(void *user, const ss_profile *p, ss_plan **out) {
     return ssi_plan_default(NULL, p, out);
 }
 
+/* An executor whose every load waits `stall_load_s` (a swap-in still in flight): time inside
+ * smartswap, which re-timing takes out of an iteration's wall time. */
+static double stall_load_s;
+static ss_status stall_load(void *self, ss_ctx_t *ctx, uint64_t handle, ssi_handle *h, ss_stream_t *stream,
+                            void **ptr) {
+    (void)self; (void)ctx; (void)handle; (void)h; (void)stream; (void)ptr;
+    spin(stall_load_s);
+    return SS_OK;
+}
+static const ssi_exec_ops STALL_EXEC = {.load = stall_load};
+
 static void t_retime(void) {
-    for (int mode = 0; mode < 3; mode++) {   /* 0: faster Stable iterations; 1: same speed; 2: retime 0 */
+    /* 0: faster Stable iterations; 1: same speed; 2: retime 0; 3: same speed, but every load
+     * stalls as long as an operator runs (the iteration's wall time 1.5x the profile's: its own
+     * time is not, and the plan stays) */
+    for (int mode = 0; mode < 4; mode++) {
         ss_ctx_config c = ss_ctx_config_default();
         c.opts.warmup_iters = 0;
         c.opts.max_detailed = 3;
@@ -898,9 +912,11 @@ static void t_retime(void) {
         memset(&rec, 0, sizeof rec);
         ssi_planner pl = {plan_rec_sum, NULL, &rec};
         CHECK_OK(ssi_ctx_set_planner(ctx, &pl));
+        stall_load_s = 0.004;
+        if (mode == 3) CHECK_OK(ssi_ctx_set_exec(ctx, &STALL_EXEC));
         spec slow = plain(), fast = plain();
         slow.spin_s = 0.004;
-        fast.spin_s = mode == 1 ? 0.004 : 0.001;
+        fast.spin_s = mode == 1 || mode == 3 ? 0.004 : 0.001;
         ss_iter_report r;
         run_iter(ctx, &slow, &r);
         CHECK_EQ_INT(r.detailed, 1);
@@ -937,6 +953,11 @@ static void t_retime(void) {
             CHECK_EQ_INT(r.plan_event, SS_PLAN_SAME);
             CHECK_EQ_U64(st.retimed, 0);
             CHECK_EQ_INT(rec.calls, 1);
+        }
+        if (mode == 3) {   /* the stalls were there: the wall time is well above the profile's */
+            CHECK_MSG(wall[0] > rec.sum[0] * 1.25 && wall[1] > rec.sum[0] * 1.25 && wall[2] > rec.sum[0] * 1.25,
+                      "walls %.4f %.4f %.4f s, profile %.4f s", wall[0], wall[1], wall[2], rec.sum[0]);
+            CHECK_OK(ssi_ctx_set_exec(ctx, NULL));
         }
         CHECK_EQ_U64(st.detailed_iters, 1);
         ss_ctx_free(ctx);
