@@ -23,12 +23,34 @@ static int item_cmp(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* The candidates, sorted: every own recipe and every usable span of at least min_swap bytes. */
-static ss_status items_make(const ss_profile *p, const ssi_rebuild_spans *S, const double *dur, uint64_t min_swap,
-                            item **out, uint32_t *nout) {
+/* Whether span g can be rebuilt under the budget at all: its rebuild brings all its members
+ * back at once, and where that working set (the smallest budget of the profile with the span
+ * rebuilt, ssi_policy_floor) exceeds the budget no plan that takes the span is feasible. Such a
+ * span is no candidate, for the plan nor for the bound (measured: 12 layers x width 48, 4 x 256
+ * tokens at 4x, every layer's rebuild needed 10.3-10.6 MiB under a 9.66 MiB budget; the bound
+ * counted them and no plan could reach it). */
+static ss_status span_fits(const ss_profile *p, const ssi_rebuild_spans *S, const ssi_policy_config *c, uint32_t g,
+                           uint8_t *rc, int *fits) {
+    memset(rc, 0, p->ntensors);
+    for (uint32_t j = 0; j < S->g[g].nmem; j++) rc[S->mem[S->g[g].mem_off + j]] = 2;
+    ss_profile *q = NULL;
+    ss_status st = ssi_rebuild_derive_spans(p, S, rc, &q);
+    uint64_t fl = 0;
+    if (!st) st = ssi_policy_floor(q, c, &fl, NULL, NULL, 0);
+    ssi_profile_free(q);
+    *fits = !st && fl <= c->budget_bytes;
+    return st;
+}
+
+/* The candidates, sorted: every own recipe and every span that fits the budget (span_fits), of
+ * at least c->min_swap_bytes. */
+static ss_status items_make(const ss_profile *p, const ssi_rebuild_spans *S, const ssi_policy_config *c,
+                            const double *dur, item **out, uint32_t *nout) {
     uint32_t nt = p->ntensors, n = 0;
+    uint64_t min_swap = c->min_swap_bytes;
     item *it = malloc(((size_t)nt + S->ng + 1) * sizeof *it);
-    if (!it) return SS_ERR_HOST_OOM;
+    uint8_t *rc = calloc((size_t)nt + 1, 1);
+    if (!it || !rc) { free(it); free(rc); return SS_ERR_HOST_OOM; }
     for (uint32_t t = 0; t < nt; t++) {
         if (!ssi_rebuild_candidate(p, t) || p->tensors[t].bytes < min_swap) continue;
         double cost = 0;
@@ -37,10 +59,15 @@ static ss_status items_make(const ss_profile *p, const ssi_rebuild_spans *S, con
     }
     for (uint32_t g = 0; g < S->ng; g++) {
         if (S->g[g].bytes < min_swap) continue;
+        int fits = 0;
+        ss_status st = span_fits(p, S, c, g, rc, &fits);
+        if (st) { free(it); free(rc); return st; }
+        if (!fits) continue;
         double cost = 0;
         for (uint32_t i = S->g[g].first; i < S->g[g].first + S->g[g].nop; i++) cost += dur[i];
         it[n++] = (item){1, g, S->g[g].bytes, cost, 0, 0};
     }
+    free(rc);
     for (uint32_t i = 0; i < n; i++) it[i].key = (double)it[i].bytes / (it[i].cost > 1e-12 ? it[i].cost : 1e-12);
     qsort(it, n, sizeof *it, item_cmp);
     *out = it;
@@ -190,7 +217,7 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
         else if (p->ops[i].phase == SS_PHASE_BWD) hr.bwd_s += dur[i];
     }
     if ((st = ssi_rebuild_spans_find(p, &S))) goto out;
-    if ((st = items_make(p, &S, dur, c->min_swap_bytes, &it, &nc))) goto out;
+    if ((st = items_make(p, &S, c, dur, &it, &nc))) goto out;
     hr.candidates = nc;
     /* the traffic the link hides: at most the forward's compute at the D2H rate and the
      * backward's at the H2D rate */
@@ -299,7 +326,7 @@ ss_status ssi_recompute_curve_of(const ss_profile *p, const ssi_policy_config *c
         else if (p->ops[i].phase == SS_PHASE_BWD) cv->B += dur[i];
     }
     if ((st = ssi_rebuild_spans_find(p, &S))) goto out;
-    if ((st = items_make(p, &S, dur, c->min_swap_bytes, &it, &nc))) goto out;
+    if ((st = items_make(p, &S, c, dur, &it, &nc))) goto out;
     ord = malloc(((size_t)nc + 1) * sizeof *ord);
     cv->R = malloc(((size_t)nc + 1) * sizeof *cv->R);
     cv->cost = malloc(((size_t)nc + 1) * sizeof *cv->cost);

@@ -8,8 +8,9 @@
  *     recipe operators' times) until the remaining traffic (the pure-swap plan's bytes less
  *     those recomputed) fits under both; a tensor is never rebuilt from a rebuilt one; the
  *     candidates include spans (ss_ctx_recomputable_span: a whole layer re-run from its
- *     input), whose bytes are all their members' and whose price is all their operators'; a
- *     span taken absorbs its members' own recipes taken before it;
+ *     input) whose rebuild fits the budget (the floor of the profile with it rebuilt), whose
+ *     bytes are all their members' and whose price is all their operators'; a span taken
+ *     absorbs its members' own recipes taken before it;
  *  3. the profile is rewritten as the run will be (ssi_rebuild_derive: each chosen tensor
  *     freed at its save, rebuilt at its first backward use at the price of its recipe's
  *     operators, its sources used there), swaps are planned on that profile, and the result

@@ -253,6 +253,71 @@ static void t_hybrid_spans(void) {
     ssi_profile_free(p);
 }
 
+/* A layer's rebuild brings all its members back at once: under a budget below that working set
+ * (the floor of the profile with the layer rebuilt) no plan can take the layer whole, so neither
+ * the hybrid nor its bound counts it: between the profile's own floor and a layer's, the hybrid
+ * takes no layer and its bound is the one of the same profile without spans. */
+static void t_hybrid_span_budget(void) {
+    ssi_workload_config c;
+    model(&c, "llama-2-7b", 4, 4096);
+    ss_profile *p = NULL, *q = NULL;
+    char err[256] = "";
+    CHECK_OK(ssi_workload_generate(&c, &p, NULL, err, sizeof err));
+    if (!p) return;
+    const ssi_device_preset *dev = ssi_preset_find("h200");
+    ssi_policy_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.budget_bytes = 125ull << 30;
+    pc.min_swap_bytes = ss_options_default().min_swap_bytes;
+    pc.d2h_bps = dev->d2h_gbps * 1e9;
+    pc.h2d_bps = dev->h2d_gbps * 1e9;
+    pc.time.mode = SSI_TIME_FLOPS;
+    pc.time.flops_per_s = dev->bf16_flops * SS_PRESET_MFU;
+    pc.skip_min_budget = 1;
+    ssi_rebuild_spans S;
+    memset(&S, 0, sizeof S);
+    CHECK_OK(ssi_rebuild_spans_find(p, &S));
+    CHECK(S.ng == c.layers);
+    uint8_t *rc = calloc(p->ntensors, 1);
+    uint64_t fl = 0, fl_span = UINT64_MAX;
+    CHECK_OK(ssi_policy_floor(p, &pc, &fl, NULL, err, sizeof err));
+    for (uint32_t g = 0; g < S.ng; g++) {   /* the smallest of the layers' rebuild floors */
+        memset(rc, 0, p->ntensors);
+        for (uint32_t j = 0; j < S.g[g].nmem; j++) rc[S.mem[S.g[g].mem_off + j]] = 2;
+        CHECK_OK(ssi_rebuild_derive_spans(p, &S, rc, &q));
+        uint64_t f = 0;
+        CHECK_OK(ssi_policy_floor(q, &pc, &f, NULL, err, sizeof err));
+        if (f < fl_span) fl_span = f;
+        ssi_profile_free(q);
+        q = NULL;
+    }
+    CHECK_MSG(fl_span > fl + (64ull << 20), "floor %llu B, with a layer rebuilt %llu B", (unsigned long long)fl,
+              (unsigned long long)fl_span);
+    pc.budget_bytes = (fl + fl_span) / 2;
+    ss_plan *pl = NULL;
+    ssi_recompute_report hr;
+    CHECK_OK(ssi_recompute_plan(p, &pc, &pl, NULL, &hr, err, sizeof err));
+    CHECK_EQ_U64(hr.spans, 0);
+    for (uint32_t k = 0; pl && k < pl->nentries; k++)   /* every rebuild is a tensor's own recipe */
+        if (pl->entries[k].action == SS_PLAN_RECOMPUTE) CHECK(ssi_rebuild_candidate(p, pl->entries[k].tensor));
+    double tb = 0, tb_own = 0;
+    CHECK_OK(ssi_recompute_bound(p, &pc, &tb, NULL, err, sizeof err));
+    CHECK_OK(ssi_profile_clone(p, &q));
+    for (uint32_t t = 0; t < q->ntensors; t++) q->tensors[t].span_nop = q->tensors[t].span_first = 0;
+    CHECK_OK(ssi_recompute_bound(q, &pc, &tb_own, NULL, err, sizeof err));
+    CHECK_MSG(tb > 0 && fabs(tb - tb_own) <= 1e-9 * tb_own, "bound %.6f s, without spans %.6f s", tb, tb_own);
+    /* above every layer's floor the layers are candidates again and the bound is lower */
+    pc.budget_bytes = 125ull << 30;
+    CHECK_OK(ssi_recompute_bound(p, &pc, &tb, NULL, err, sizeof err));
+    CHECK_OK(ssi_recompute_bound(q, &pc, &tb_own, NULL, err, sizeof err));
+    CHECK_MSG(tb < tb_own, "at 125 GiB: bound %.6f s, without spans %.6f s", tb, tb_own);
+    ssi_plan_free(pl);
+    ssi_profile_free(q);
+    ssi_rebuild_spans_free(&S);
+    free(rc);
+    ssi_profile_free(p);
+}
+
 /* ---- recomputation ------------------------------------------------------------------------ */
 
 static void t_recompute_extra_forward(void) {
@@ -635,6 +700,7 @@ int main(void) {
     RUN(t_eval_llama7b);
     RUN(t_hybrid);
     RUN(t_hybrid_spans);
+    RUN(t_hybrid_span_budget);
     RUN(t_recompute_extra_forward);
     RUN(t_recompute_profile_memory);
     RUN(t_copies_bound_step_time);
