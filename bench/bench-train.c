@@ -149,6 +149,8 @@ typedef struct runner {
     uint32_t        hyb_spans;      /* of its choices: layers taken whole */
     double          hyb_iter_s, hyb_stall_s, hyb_swap_iter_s;   /* its simulated step and stall, and
                                                                     the pure-swap plan's step */
+    uint64_t        plans_made, retimed;   /* the context's: plans made from profiles, and plans
+                                              made again by re-timing */
 } runner;
 
 static ss_status hybrid_hook(void *user, const ss_profile *p, ss_plan **out) {
@@ -411,6 +413,11 @@ static void runner_step(runner *rn, int st) {
 /* Ends a run: fills the result's figures if every step ran, and frees it. */
 static void runner_close(runner *rn) {
     result *r = &rn->r;
+    ss_ctx_stats cs;
+    if (rn->live && rn->swapping && ss_ctx_get_stats(rn->sw.ctx, &cs) == SS_OK) {
+        rn->plans_made = cs.plans_made;
+        rn->retimed = cs.retimed;
+    }
     if (rn->live && rn->n > 0) {
         r->ok = 1;
         r->tok_step = (double)rn->tok / rn->n;
@@ -780,6 +787,7 @@ int main(int argc, char **argv) {
             uint32_t inf_chosen = rn[4].hyb_chosen, inf_spans = rn[4].hyb_spans;   /* 0 unless it recomputes */
             double hyb_it = rn[1].hyb_iter_s, hyb_st = rn[1].hyb_stall_s, hyb_sw = rn[1].hyb_swap_iter_s;
             for (int i = 0; i < NR; i++) runner_close(&rn[i]);
+            uint64_t hyb_made = rn[1].plans_made, hyb_retimed = rn[1].retimed;
             result nn = rn[0].r, ss = rn[1].r, rc = rn[2].r, of = rn[3].r, inf = rn[4].r, so = rn[5].r;
             double x = none.peak > budget ? (double)(none.peak - budget) : 0, ceil = 0, bound = 0;
             if (nn.ok) bound = swap_bound_s(&nn, x, gbps, &ceil);
@@ -827,10 +835,11 @@ int main(int argc, char **argv) {
                 fprintf(rep, "         hybrid: its last plan recomputes %u tensors (%u layers whole); bound %.0f tokens/s (inf-link "
                         "%.3f x min_k T(k) %.1f ms, over %u choices, recompute priced x %.2f of the planned profile's); "
                         "smartswap / bound %.3f (>= 0.9: %s); its plan's simulated step %.1f ms (%.1f ms stalls; the "
-                        "pure-swap plan's %.1f ms); the inf-link run's last plan recomputes %u tensors (%u layers whole)\n",
+                        "pure-swap plan's %.1f ms; %llu plans made, %llu made again re-timed); the inf-link run's last plan recomputes %u "
+                        "tensors (%u layers whole)\n",
                         hyb_chosen, hyb_spans, hyb, ovh, tmin * 1e3, have_cv ? hcv_n : 0,
                         cscale, ss.tok_s / hyb, ss.tok_s >= 0.9 * hyb ? "met" : "not met", hyb_it * 1e3, hyb_st * 1e3,
-                        hyb_sw * 1e3, inf_chosen, inf_spans);
+                        hyb_sw * 1e3, (unsigned long long)hyb_made, (unsigned long long)hyb_retimed, inf_chosen, inf_spans);
             else
                 fprintf(rep, "         hybrid: bound not measurable (%s)\n", !ss.ok ? "smartswap failed" : "a run failed or no plan was made");
             {   /* every mode's losses bit-identical to none's, and no eviction in the measured
