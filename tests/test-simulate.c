@@ -20,6 +20,8 @@
 #include <math.h>
 #include <unistd.h>
 
+static char self_dir[4096] = ".";   /* the test binary's folder (main) */
+
 static void env_h200(ssi_strategy_env *env) { ssi_strategy_env_from_preset(ssi_preset_find("h200"), env); }
 
 static void model(ssi_workload_config *c, const char *name, uint32_t batch, uint32_t seq) {
@@ -315,6 +317,62 @@ static void t_hybrid_span_budget(void) {
     ssi_profile_free(q);
     ssi_rebuild_spans_free(&S);
     free(rc);
+    ssi_profile_free(p);
+}
+
+/* The hybrid on a trainer's profile (tests/data/bench-train-4x-hybrid-profile.jsonl: bench-train's
+ * default shape, 16 layers x width 32, 8 x 128 tokens, measured operator seconds, recipes and
+ * layer spans, at state + about a quarter of its activations with the run's 256 B segments), at
+ * five link rates around bench-train's PCIe-class one: every plan feasible and no slower than
+ * swapping only, strictly faster wherever the pure-swap plan stalls (also where its traffic is
+ * within what the link hides: the lanes idle before the first swappable tensor and after the
+ * last), and the second order of the candidates (the latest made first among those of about the
+ * same worth) is the one kept somewhere. */
+static void t_hybrid_orders(void) {
+    char err[256] = "";
+    const char *path = "tests/data/bench-train-4x-hybrid-profile.jsonl";
+    char alt[4300];
+    if (access(path, R_OK) != 0) {   /* run from elsewhere: the source tree beside the binary */
+        snprintf(alt, sizeof alt, "%s/../../tests/data/bench-train-4x-hybrid-profile.jsonl", self_dir);
+        path = alt;
+    }
+    ss_profile *p = NULL;
+    CHECK_OK(ssi_profile_read(path, &p, err, sizeof err));
+    if (!p) { fprintf(stderr, "     %s\n", err); return; }
+    const double scale[5] = {0.8, 1.0, 1.5, 2.0, 3.0};
+    int second = 0, stalled = 0;
+    for (int k = 0; k < 5; k++) {
+        ssi_policy_config c;
+        memset(&c, 0, sizeof c);
+        c.budget_bytes = 9216000;
+        c.min_swap_bytes = 32768;
+        c.d2h_bps = c.h2d_bps = 0.134e9 * scale[k];
+        c.copy_latency_s = 5e-6;
+        c.segment_bytes = 256;
+        c.time.mode = SSI_TIME_AUTO;
+        ss_plan *pl = NULL, *p0 = NULL;
+        ssi_recompute_report hr;
+        CHECK_OK(ssi_recompute_plan(p, &c, &pl, NULL, &hr, err, sizeof err));
+        CHECK_OK(ssi_policy_plan(p, &c, &p0, NULL, err, sizeof err));
+        if (!pl || !p0) { ssi_plan_free(pl); ssi_plan_free(p0); continue; }
+        CHECK(pl->feasible && p0->feasible);
+        CHECK_NEAR(hr.swap_only_iter_s, p0->iter_s, 1e-12);
+        CHECK_MSG(pl->iter_s <= p0->iter_s * (1 + 1e-12), "x%.2f: hybrid %.1f ms, swap-only %.1f ms", scale[k],
+                  pl->iter_s * 1e3, p0->iter_s * 1e3);
+        if (p0->stall_s > 0) {
+            stalled++;
+            CHECK_MSG(pl->iter_s < p0->iter_s && hr.chosen > 0, "x%.2f: swap-only stalls %.1f ms, hybrid %.1f ms of %.1f",
+                      scale[k], p0->stall_s * 1e3, pl->iter_s * 1e3, p0->iter_s * 1e3);
+        }
+        CHECK(hr.order >= -1 && hr.order <= 1 && (hr.order >= 0) == (hr.chosen > 0));
+        second += hr.order == 1;
+        fprintf(stderr, "     x%.2f (%.3g GB/s): swap-only %.1f ms (%.1f ms stalls), hybrid %.1f ms, %u rebuilt, order %d\n",
+                scale[k], c.d2h_bps / 1e9, p0->iter_s * 1e3, p0->stall_s * 1e3, pl->iter_s * 1e3, hr.chosen, hr.order);
+        ssi_plan_free(pl);
+        ssi_plan_free(p0);
+    }
+    CHECK(stalled >= 3);   /* the control: the link is the bottleneck at most of the rates */
+    CHECK(second >= 1);
     ssi_profile_free(p);
 }
 
@@ -696,11 +754,17 @@ static void t_cli(void) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    snprintf(self_dir, sizeof self_dir, "%s", argv[0]);
+    char *sl = strrchr(self_dir, '/');
+    if (sl) *sl = 0;
+    else snprintf(self_dir, sizeof self_dir, ".");
     RUN(t_eval_llama7b);
     RUN(t_hybrid);
     RUN(t_hybrid_spans);
     RUN(t_hybrid_span_budget);
+    RUN(t_hybrid_orders);
     RUN(t_recompute_extra_forward);
     RUN(t_recompute_profile_memory);
     RUN(t_copies_bound_step_time);
