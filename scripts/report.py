@@ -55,8 +55,10 @@ class Runner:
         self.raw, self.parse_only = raw, parse_only
         self.cmds = {}
 
-    def run(self, name, cmd, timeout, env=None, sample_rss=False):
-        """Runs cmd (a list), saves stdout/stderr as RAW/name.out/.err; returns (out, err, rc)."""
+    def run(self, name, cmd, timeout, env=None, sample_rss=False, watch=None):
+        """Runs cmd (a list), saves stdout/stderr as RAW/name.out/.err; returns (out, err, rc).
+        sample_rss: RAW/name.rss gets the process's RSS every 0.25 s (seconds, KiB), and with
+        watch (a file the run writes as it goes, its step log) that file's size then too."""
         self.cmds[name] = " ".join(cmd)
         po, pe, pr = (os.path.join(self.raw, name + s) for s in (".out", ".err", ".rc"))
         if self.parse_only:
@@ -81,7 +83,8 @@ class Runner:
                                 with open("/proc/%d/status" % p.pid) as f:
                                     for line in f:
                                         if line.startswith("VmRSS:"):
-                                            rss.append((time.time() - t0, int(line.split()[1])))
+                                            sz = os.path.getsize(watch) if watch and os.path.exists(watch) else -1
+                                            rss.append((time.time() - t0, int(line.split()[1]), sz))
                             except OSError:
                                 pass
                             time.sleep(0.25)
@@ -102,8 +105,8 @@ class Runner:
         open(os.path.join(self.raw, name + ".cmd"), "w").write(self.cmds[name] + "\n")
         if sample_rss:
             with open(os.path.join(self.raw, name + ".rss"), "w") as f:
-                for t, k in rss:
-                    f.write("%.2f %d\n" % (t, k))
+                for t, k, sz in rss:
+                    f.write("%.2f %d %d\n" % (t, k, sz))
         log("%s: rc %d in %.0f s" % (name, rc, time.time() - t0))
         return open(po).read(), open(pe).read(), rc
 
@@ -127,13 +130,31 @@ def gnuplot(script, out_png):
     return None
 
 
-def read_rss(path):
+def read_rss(path, with_size=False):
+    """(seconds, KiB) per sample, or (seconds, KiB, bytes of the watched log; -1 unknown)."""
     pts = []
     if os.path.exists(path):
         for line in open(path):
-            t, k = line.split()
-            pts.append((float(t), int(k)))
+            f = line.split()
+            sz = int(f[2]) if len(f) > 2 else -1
+            pts.append((float(f[0]), int(f[1]), sz) if with_size else (float(f[0]), int(f[1])))
     return pts
+
+
+def rss_at_end(rss):
+    """The RSS of the last sample taken while the run still wrote its step log (its size below
+    the final one): what the process held while it trained, not while it exits (cpu-sim fills
+    every freed block with its poison pattern, and the frees at exit touched 53 MiB of pages
+    the run never used: 2026-12-06, mode none, a spike in the last sample only). Without log
+    sizes, the last sample."""
+    if not rss:
+        return None
+    final = max(p[2] for p in rss)
+    if final > 0:
+        during = [p for p in rss if 0 <= p[2] < final]
+        if during:
+            return during[-1][1]
+    return rss[-1][1]
 
 
 def main():
@@ -200,7 +221,7 @@ def main():
             if budget_stab:
                 extra = ["--budget", str(budget_stab)]
         o, e, rc = R.run("stab-" + mode, [cli, "train"] + STAB_MODEL + ["--steps", str(steps), "--mode", mode,
-                         "--log", logf] + extra, 900 if not quick else 120, env1, sample_rss=True)
+                         "--log", logf] + extra, 900 if not quick else 120, env1, sample_rss=True, watch=logf)
         stab[mode] = (logf, o, e, rc)
     # simulator accuracy: a generated profile, planned at a link cpu-sim really runs at (the
     # replay throttles its copies to the same GB/s), then replayed with that plan on the real
@@ -469,10 +490,11 @@ def main():
         p1 = max(pk[:max(1, len(pk) // 10)]) if pk else None
         p2 = max(pk[-max(1, len(pk) // 10):]) if pk else None
         ph = max(pk[:max(1, len(pk) // 2)]) if pk else None
-        rss = read_rss(os.path.join(raw, "stab-%s.rss" % m))
+        rss = read_rss(os.path.join(raw, "stab-%s.rss" % m), with_size=True)
         # RSS after warm-up: the largest sample of the first tenth of the run and at least two
         # samples (the process is still loading before that); at the end: the last sample
-        tail = [max(k for t, k in rss[:len(rss) // 10 + 2]), rss[-1][1]] if rss else []
+        # while the steps ran (rss_at_end)
+        tail = [max(p[1] for p in rss[:len(rss) // 10 + 2]), rss_at_end(rss)] if rss else []
         if m == "none":
             med_none = med
         # flat: the process grows by at most 5 % after warm-up, and the device peak of the last

@@ -123,3 +123,23 @@ def test_simulated_step_from_the_json_rows(tmp_path):
     assert "- %s %gx: simulated 12.3 ms" % (rows[0]["link"], rows[0]["over"]) in sec
     for r in rows[1:]:
         assert "- %s %gx: simulated not measured" % (r["link"], r["over"]) in sec
+
+
+def test_rss_at_end_skips_the_exit(tmp_path):
+    """"RSS at the end" is the last sample taken while the run still wrote its step log: a spike
+    while the process exits (cpu-sim poisons every block freed at exit) is not what it held while
+    it trained; a growth while it trained still counts; without log sizes, the last sample."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("report", os.path.join(ROOT, "scripts", "report.py"))
+    rep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rep)
+    exit_spike = [(0.0, 100, 0), (0.25, 160, 10), (0.5, 161, 20), (0.75, 161, 30), (1.0, 220, 30)]
+    assert rep.rss_at_end(exit_spike) == 161
+    growing = [(0.0, 100, 0), (0.25, 160, 10), (0.5, 190, 20), (0.75, 230, 29), (1.0, 231, 30)]
+    assert rep.rss_at_end(growing) == 230
+    assert rep.rss_at_end([(0.0, 100, -1), (0.25, 220, -1)]) == 220
+    assert rep.rss_at_end([]) is None
+    p = tmp_path / "x.rss"
+    p.write_text("0.00 100\n0.25 120\n")   # the two-column form of older runs
+    assert rep.read_rss(str(p)) == [(0.0, 100), (0.25, 120)]
+    assert rep.read_rss(str(p), with_size=True) == [(0.0, 100, -1), (0.25, 120, -1)]
