@@ -1,1 +1,1 @@
-build/smartswap train --layers 2 --hidden 32 --heads 4 --kv-heads 2 --moe 4:2 --seq 8:24 --batch 2 --accum 2 --eval-every 5 --seed 7 --threads 1 --quiet --steps 5000 --mode smartswap --log bench/results/raw-full/stab-smartswap.jsonl --budget 2789632
+build/smartswap train --layers 2 --hidden 32 --heads 4 --kv-heads 2 --moe 4:2 --seq 8:24 --batch 2 --accum 2 --eval-every 5 --seed 7 --threads 1 --quiet --steps 5000 --mode smartswap --log bench/results/raw-full/stab-smartswap.jsonl --budget 2789888
