@@ -11,39 +11,16 @@
 typedef struct item {
     uint32_t span;      /* 0: tensor id's own recipe; 1: span id taken whole */
     uint32_t id;
-    uint32_t prod;      /* where its bytes are made: the tensor's producer, the span's first op */
     uint64_t bytes;
     double   cost, key;
-    double   qkey;      /* key in half-octaves, floor(2 log2 key): items of about the same worth */
     int      dead;      /* taken, then absorbed by a span taken later */
 } item;
 
-/* The two orders the hybrid takes candidates in (both verified on the simulator):
- *  0: bytes freed per second of recompute, most first;
- *  1: the same in half-octaves, and within one the latest made first. The tensors swapped out
- *     last in the forward are the first fetched back in the backward, so their copies are the
- *     ones no compute hides (the D2H lane still busy when the forward's last operators run,
- *     the H2D lane with nothing fetched ahead when the backward starts); of candidates worth
- *     about the same, rebuilding those leaves the copies of the earlier ones, which the link
- *     hides. Measured on four trainer profiles at 4x on the PCIe-class link: the faster of the
- *     two orders' plans 0-3.4 % faster than order 0's alone (docs/policy.md). */
 static int item_cmp(const void *a, const void *b) {
     const item *x = a, *y = b;
     if (x->key != y->key) return x->key > y->key ? -1 : 1;
     if (x->span != y->span) return x->span < y->span ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
-}
-
-static int item_cmp_late(const void *a, const void *b) {
-    const item *x = a, *y = b;
-    if (x->qkey != y->qkey) return x->qkey > y->qkey ? -1 : 1;
-    if (x->prod != y->prod) return x->prod > y->prod ? -1 : 1;
-    return item_cmp(a, b);
-}
-
-static void items_order(item *it, uint32_t n, int order) {
-    for (uint32_t i = 0; i < n; i++) it[i].dead = 0;
-    qsort(it, n, sizeof *it, order ? item_cmp_late : item_cmp);
 }
 
 /* Whether span g can be rebuilt under the budget at all: its rebuild brings all its members
@@ -78,7 +55,7 @@ static ss_status items_make(const ss_profile *p, const ssi_rebuild_spans *S, con
         if (!ssi_rebuild_candidate(p, t) || p->tensors[t].bytes < min_swap) continue;
         double cost = 0;
         for (uint32_t k = 0; k < p->tensors[t].rc_nop; k++) cost += dur[p->tensors[t].rc_op[k]];
-        it[n++] = (item){0, t, p->tensors[t].producer, p->tensors[t].bytes, cost, 0, 0, 0};
+        it[n++] = (item){0, t, p->tensors[t].bytes, cost, 0, 0};
     }
     for (uint32_t g = 0; g < S->ng; g++) {
         if (S->g[g].bytes < min_swap) continue;
@@ -88,14 +65,11 @@ static ss_status items_make(const ss_profile *p, const ssi_rebuild_spans *S, con
         if (!fits) continue;
         double cost = 0;
         for (uint32_t i = S->g[g].first; i < S->g[g].first + S->g[g].nop; i++) cost += dur[i];
-        it[n++] = (item){1, g, S->g[g].first, S->g[g].bytes, cost, 0, 0, 0};
+        it[n++] = (item){1, g, S->g[g].bytes, cost, 0, 0};
     }
     free(rc);
-    for (uint32_t i = 0; i < n; i++) {
-        it[i].key = (double)it[i].bytes / (it[i].cost > 1e-12 ? it[i].cost : 1e-12);
-        it[i].qkey = floor(2.0 * log2(it[i].key));
-    }
-    items_order(it, n, 0);
+    for (uint32_t i = 0; i < n; i++) it[i].key = (double)it[i].bytes / (it[i].cost > 1e-12 ? it[i].cost : 1e-12);
+    qsort(it, n, sizeof *it, item_cmp);
     *out = it;
     *nout = n;
     return SS_OK;
@@ -220,7 +194,6 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
     if (!p || !c || !out) return SS_ERR_INVALID;
     ssi_recompute_report hr;
     memset(&hr, 0, sizeof hr);
-    hr.order = -1;
     ssi_policy_report r0;
     ss_plan *plan0 = NULL;
     ss_status st = ssi_policy_plan(p, c, &plan0, &r0, err, err_len);
@@ -228,7 +201,7 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
     hr.swap_only_bytes = plan0->swapped_bytes;
     hr.swap_only_iter_s = plan0->iter_s;
     hr.swap_only_feasible = plan0->feasible;
-    uint32_t nt = p->ntensors, n = p->nops, nc = 0, k = 0;
+    uint32_t nt = p->ntensors, n = p->nops, nc = 0, k = 0, kbest = 0;
     ssi_rebuild_spans S;
     memset(&S, 0, sizeof S);
     item *it = NULL;
@@ -249,8 +222,8 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
     /* the traffic the link hides: at most the forward's compute at the D2H rate and the
      * backward's at the H2D rate. A pure-swap plan within it is the answer unless it stalls all
      * the same (the lanes idle before the first swappable tensor and after the last: measured
-     * on a trainer profile at 1.5x bench-train's PCIe-class rate, 16 layers x width 32, the
-     * pure-swap plan within the bound stalled to 333.6 ms where a hybrid plan runs 320) */
+     * on tests/data/bench-train-4x-hybrid-profile.jsonl at 0.201 GB/s, the pure-swap plan
+     * within the bound stalled 16.1 ms of 333.6) */
     double xmax = fmin(hr.fwd_s * c->d2h_bps, hr.bwd_s * c->h2d_bps);
     double x = (double)plan0->swapped_bytes;
     if (nc == 0 || (plan0->feasible && x <= xmax && !(plan0->stall_s > 0))) goto out;
@@ -268,16 +241,10 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
     double stops[NSTOP];
     stops[0] = stops[NSTOP - 1] = plan0->feasible ? xmax : -1.0;
     for (int i = 1; i < NSTOP - 1; i++) stops[i] = (1.0 - 0.05 * i) * xmax;
-    uint32_t *ord2 = malloc(((size_t)nc + 1) * sizeof *ord2), kprev = 0, nspan = 0;
+    uint32_t *ord2 = malloc(((size_t)nc + 1) * sizeof *ord2), kprev = 0;
     if (!ord2) { st = SS_ERR_HOST_OOM; goto out; }
-    double best_rs = 0;
-    uint32_t best_spans = 0;
-    int best_order = -1;
     /* and, where spans were taken, the tensors' own recipes alone (a layer's rebuild holds all
-     * its members at once: at a tight budget only the smaller rebuilds may fit); in both orders
-     * (items_order) */
-    for (int order = 0; order < 2 && !st; order++) {
-    if (order) items_order(it, nc, 1);
+     * its members at once: at a tight budget only the smaller rebuilds may fit) */
     for (int si = 0; si < NSTOP && !st; si++) {
         if (si > 0 && si < NSTOP - 1 && !plan0->feasible) continue;
         if (si == NSTOP - 1 && !S.ng) break;
@@ -285,17 +252,9 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
         uint32_t *o = si == 0 ? ord : ord2;
         if ((st = select_items(p, &S, it, nc, x, stops[si], si == NSTOP - 1, o, &k2, NULL, NULL, NULL))) break;
         for (uint32_t i = 0; i < nc; i++) it[i].dead = 0;
-        if (si == 0) {
-            kprev = k2;
-            if (!order) {   /* the set the rule chooses, for the report */
-                k = k2;
-                for (uint32_t i = 0; i < k; i++) nspan += it[ord[i]].span;
-            }
-        } else if (si < NSTOP - 1 && kprev == k2) {
-            continue;   /* the same set as the stop before (they nest) */
-        } else if (si < NSTOP - 1) {
-            kprev = k2;
-        }
+        if (si == 0) k = kprev = k2;
+        else if (si < NSTOP - 1 && (k2 == k || k2 == kprev)) continue;   /* the same set (they nest) */
+        else if (si < NSTOP - 1) kprev = k2;
         for (uint32_t want = k2; want > 0 && !st; want /= 2) {
             rc_of(&S, it, o, want, rc, nt);
             ss_plan *pl = NULL;
@@ -305,22 +264,18 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
                 ssi_plan_free(best);
                 best = pl;
                 rb = rr;
-                best_rs = 0;
-                best_spans = 0;
-                best_order = order;
-                for (uint32_t i = 0; i < want; i++) {
-                    best_rs += it[o[i]].cost;
-                    best_spans += it[o[i]].span;
-                }
+                kbest = want;
+                if (si) memcpy(ord, ord2, (size_t)k2 * sizeof *ord);
             } else {
                 ssi_plan_free(pl);
             }
             if ((si > 0 && si < NSTOP - 1) || want <= k2 / 4) break;
         }
     }
-    }
     free(ord2);
     if (st) goto out;
+    uint32_t nspan = 0;
+    for (uint32_t i = 0; i < k; i++) nspan += it[ord[i]].span;
     SS_INFO("hybrid: %u candidates (%u spans), %u taken (%u spans); pure swap %s %.3f ms (%llu B, link hides %.0f B); "
             "best hybrid %s", nc, S.ng, k, nspan, plan0->feasible ? "feasible" : "infeasible", plan0->iter_s * 1e3,
             (unsigned long long)plan0->swapped_bytes, xmax, best ? "feasible" : "none feasible");
@@ -334,9 +289,10 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
                 hr.chosen++;
                 hr.recompute_bytes += plan0->entries[e].bytes;
             }
-        hr.recompute_s = best_rs;
-        hr.spans = best_spans;
-        hr.order = best_order;
+        for (uint32_t i = 0; i < kbest; i++) {
+            hr.recompute_s += it[ord[i]].cost;
+            hr.spans += it[ord[i]].span;
+        }
     }
 out:
     ssi_plan_free(best);
@@ -383,17 +339,10 @@ ss_status ssi_recompute_curve_of(const ss_profile *p, const ssi_policy_config *c
     if ((st = ssi_rebuild_spans_find(p, &S))) goto out;
     if ((st = items_make(p, &S, c, dur, &it, &nc))) goto out;
     ord = malloc(((size_t)nc + 1) * sizeof *ord);
-    cv->R = malloc((2 * (size_t)nc + 1) * sizeof *cv->R);
-    cv->cost = malloc((2 * (size_t)nc + 1) * sizeof *cv->cost);
+    cv->R = malloc(((size_t)nc + 1) * sizeof *cv->R);
+    cv->cost = malloc(((size_t)nc + 1) * sizeof *cv->cost);
     if (!ord || !cv->R || !cv->cost) { st = SS_ERR_HOST_OOM; goto out; }
-    /* the choices of both orders (items_order), one after the other: the bound is the least
-     * over all of them */
-    for (int order = 0; order < 2 && !st; order++) {
-        uint32_t m = 0;
-        if (order) items_order(it, nc, 1);
-        st = select_items(p, &S, it, nc, cv->X, 0.0, 0, ord, &k, cv->R + cv->n, cv->cost + cv->n, &m);
-        cv->n += m;
-    }
+    st = select_items(p, &S, it, nc, cv->X, 0.0, 0, ord, &k, cv->R, cv->cost, &cv->n);
 out:
     ssi_rebuild_spans_free(&S);
     free(it);

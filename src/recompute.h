@@ -15,9 +15,8 @@
  *     freed at its save, rebuilt at its first backward use at the price of its recipe's
  *     operators, its sources used there), swaps are planned on that profile, and the result
  *     (with SS_PLAN_RECOMPUTE entries) is kept only where the simulator, on the rewritten
- *     profile, predicts a feasible iteration no slower than the pure-swap plan; the chosen set,
- *     its halves and the sets chosen under lower stops are tried, in two orders of the
- *     candidates (by worth; by worth in half-octaves, the latest made first), the fastest kept.
+ *     profile, predicts a feasible iteration no slower than the pure-swap plan; the chosen set
+ *     and its halves are tried, the fastest kept.
  * The simulator (ssi_sim_run) prices any plan with recompute entries the same way. The hybrid
  * calls the policy and the simulator; neither calls it.
  */
@@ -38,9 +37,6 @@ typedef struct ssi_recompute_report {
     uint64_t swap_only_bytes;   /* the pure-swap plan's swapped bytes */
     double   swap_only_iter_s;  /* its simulated iteration time */
     int      swap_only_feasible;
-    int      order;             /* the candidates' order the returned plan came from (0: by
-                                   worth; 1: by worth in half-octaves, the latest made first);
-                                   -1: the pure-swap plan */
 } ssi_recompute_report;
 
 /* The hybrid plan of p under c (same contract as ssi_policy_plan; rep and hrep may be NULL). */
@@ -49,7 +45,7 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
                              size_t err_len);
 
 /* The hybrid bound of docs/policy.md (without smartswap's own overhead factor): min over k of
- * max(F, (X - R_k)/d2h) + max(B + c_k, (X - R_k)/h2d), the candidates in the hybrid's orders,
+ * max(F, (X - R_k)/d2h) + max(B + c_k, (X - R_k)/h2d), the candidates in the hybrid's order,
  * X = the pure-swap plan's swapped bytes; *t_ceiling (may be NULL) gets k = 0, the pure-swap
  * ceiling. Seconds per iteration. */
 ss_status ssi_recompute_bound(const ss_profile *p, const ssi_policy_config *c, double *t_bound,
@@ -57,8 +53,8 @@ ss_status ssi_recompute_bound(const ss_profile *p, const ssi_policy_config *c, d
 
 /* The hybrid's choices as a curve, for bounds measured elsewhere: X = the pure-swap plan's bytes,
  * F and B the forward's and backward's compute seconds (the profile's), and after the k-th
- * choice (in each of ssi_recompute_plan's two orders, one after the other, carried on until
- * nothing is left to move) R[k] bytes recomputed at cost[k] seconds of recompute, k < n. */
+ * choice (in the order of ssi_recompute_plan's step 2, carried on until nothing is left to
+ * move) R[k] bytes recomputed at cost[k] seconds of recompute, k < n. */
 typedef struct ssi_recompute_curve {
     double    X, F, B;
     uint32_t  n;

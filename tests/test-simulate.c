@@ -324,11 +324,10 @@ static void t_hybrid_span_budget(void) {
  * default shape, 16 layers x width 32, 8 x 128 tokens, measured operator seconds, recipes and
  * layer spans, at state + about a quarter of its activations with the run's 256 B segments), at
  * five link rates around bench-train's PCIe-class one: every plan feasible and no slower than
- * swapping only, strictly faster wherever the pure-swap plan stalls (also where its traffic is
- * within what the link hides: the lanes idle before the first swappable tensor and after the
- * last), and the second order of the candidates (the latest made first among those of about the
- * same worth) is the one kept somewhere. */
-static void t_hybrid_orders(void) {
+ * swapping only, and strictly faster wherever the pure-swap plan stalls, also where its traffic
+ * is within what the link hides (the lanes idle before the first swappable tensor and after the
+ * last: at 0.201 GB/s the pure-swap plan stalled 16.1 ms and was returned as it was). */
+static void t_hybrid_stall(void) {
     char err[256] = "";
     const char *path = "tests/data/bench-train-4x-hybrid-profile.jsonl";
     char alt[4300];
@@ -340,7 +339,7 @@ static void t_hybrid_orders(void) {
     CHECK_OK(ssi_profile_read(path, &p, err, sizeof err));
     if (!p) { fprintf(stderr, "     %s\n", err); return; }
     const double scale[5] = {0.8, 1.0, 1.5, 2.0, 3.0};
-    int second = 0, stalled = 0;
+    int stalled = 0, within = 0;
     for (int k = 0; k < 5; k++) {
         ssi_policy_config c;
         memset(&c, 0, sizeof c);
@@ -363,16 +362,16 @@ static void t_hybrid_orders(void) {
             stalled++;
             CHECK_MSG(pl->iter_s < p0->iter_s && hr.chosen > 0, "x%.2f: swap-only stalls %.1f ms, hybrid %.1f ms of %.1f",
                       scale[k], p0->stall_s * 1e3, pl->iter_s * 1e3, p0->iter_s * 1e3);
+            /* the traffic within what the link hides, and stalls all the same */
+            within += (double)p0->swapped_bytes <= fmin(hr.fwd_s * c.d2h_bps, hr.bwd_s * c.h2d_bps);
         }
-        CHECK(hr.order >= -1 && hr.order <= 1 && (hr.order >= 0) == (hr.chosen > 0));
-        second += hr.order == 1;
-        fprintf(stderr, "     x%.2f (%.3g GB/s): swap-only %.1f ms (%.1f ms stalls), hybrid %.1f ms, %u rebuilt, order %d\n",
-                scale[k], c.d2h_bps / 1e9, p0->iter_s * 1e3, p0->stall_s * 1e3, pl->iter_s * 1e3, hr.chosen, hr.order);
+        fprintf(stderr, "     x%.2f (%.3g GB/s): swap-only %.1f ms (%.1f ms stalls), hybrid %.1f ms, %u rebuilt\n",
+                scale[k], c.d2h_bps / 1e9, p0->iter_s * 1e3, p0->stall_s * 1e3, pl->iter_s * 1e3, hr.chosen);
         ssi_plan_free(pl);
         ssi_plan_free(p0);
     }
     CHECK(stalled >= 3);   /* the control: the link is the bottleneck at most of the rates */
-    CHECK(second >= 1);
+    CHECK(within >= 1);    /* and somewhere within the bound */
     ssi_profile_free(p);
 }
 
@@ -764,7 +763,7 @@ int main(int argc, char **argv) {
     RUN(t_hybrid);
     RUN(t_hybrid_spans);
     RUN(t_hybrid_span_budget);
-    RUN(t_hybrid_orders);
+    RUN(t_hybrid_stall);
     RUN(t_recompute_extra_forward);
     RUN(t_recompute_profile_memory);
     RUN(t_copies_bound_step_time);
