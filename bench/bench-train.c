@@ -230,7 +230,8 @@ static void runner_open(runner *rn, const gpt_config *c, const gpt_schedule *s, 
     rn->d2h_busy = rn->d2h_busy_all = -1;
     /* the swapping modes' smallest budget (the hybrid's included; the mode's own for none and
      * recompute): the allocator's segments are sized from it as `smartswap train` sizes them
-     * (gpt_mem_segment_for_run: exact-size segments below twice it, which never fragment).
+     * (gpt_mem_segment_for_mode: exact-size segments below twice it, and for the hybrid at any
+     * budget, which never fragment).
      * Before 2026-12-06 the bench took gpt_mem_segment_for alone: 64-128 KiB segments where the
      * trainer has 256 B ones, and on held-out shapes (24 layers x width 32, 4 x 128 tokens; 12 x
      * 48, 4 x 256) the hybrid evicted 207-434 times in its measured Stable steps where `smartswap
@@ -257,7 +258,8 @@ static void runner_open(runner *rn, const gpt_config *c, const gpt_schedule *s, 
     }
     rn->budget = budget;
     if (o.granule_bytes) floor_b = 0;   /* granules: the segment rule does not apply */
-    if (gpt_mem_init_ss_ex(&rn->mem, "cpu-sim", &o, budget, gpt_mem_segment_for_run(budget, state, floor_b), err,
+    if (gpt_mem_init_ss_ex(&rn->mem, "cpu-sim", &o, budget,
+                           gpt_mem_segment_for_mode(budget, state, floor_b, rn->hybrid && !o.granule_bytes), err,
                            sizeof err)) {
         snprintf(rn->r.why, sizeof rn->r.why, "%s", err);
         return;

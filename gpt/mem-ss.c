@@ -93,6 +93,11 @@ uint64_t gpt_mem_segment_for_run(uint64_t budget, uint64_t state, uint64_t min_b
     return gpt_mem_segment_for(budget, state);
 }
 
+uint64_t gpt_mem_segment_for_mode(uint64_t budget, uint64_t state, uint64_t min_budget, int hybrid) {
+    if (budget && hybrid) return 256;
+    return gpt_mem_segment_for_run(budget, state, min_budget);
+}
+
 uint64_t gpt_plan_budget(uint64_t budget, uint64_t state, double headroom) {
     if (budget <= state || !(headroom > 0)) return budget;
     return budget - (uint64_t)((double)(budget - state) * headroom);

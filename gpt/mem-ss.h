@@ -32,6 +32,15 @@ uint64_t gpt_mem_segment_for(uint64_t budget, uint64_t state);
  * unknown) exact-size segments (256: one per block, never split), under which any budget at or
  * above the smallest trains; else gpt_mem_segment_for. */
 uint64_t gpt_mem_segment_for_run(uint64_t budget, uint64_t state, uint64_t min_budget);
+/* The same for a mode: the hybrid (smartswap's swap or recompute, hybrid != 0) gets exact-size
+ * segments at every budget. Its rebuilds allocate scratch beside the tensor they rebuild (a
+ * rotary q through a projection buffer as large as itself, an RMSNorm through an rstd buffer)
+ * that the planner's simulated allocator does not place, and in larger segments that scratch
+ * fragments what the plan counted on: measured 2026-12-06, bench-train's shape at 2x (budget
+ * 18433024, 0.158 GB/s), 36-80 evictions per Stable step with the 256 KiB segments of
+ * gpt_mem_segment_for, none with 256 B ones (and 205 against 250-535 ms a step); swapping only
+ * evicted none with either. */
+uint64_t gpt_mem_segment_for_mode(uint64_t budget, uint64_t state, uint64_t min_budget, int hybrid);
 
 /* The smartswap policy plans for the budget less a headroom of `headroom` x (budget - state)
  * (smartswap train --plan-headroom). GPT_PLAN_HEADROOM is the default: 0, what was measured

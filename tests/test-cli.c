@@ -536,6 +536,37 @@ static void t_min_swap_lowered(void) {
     free(o);
 }
 
+/* The hybrid gets exact-size segments at any budget (gpt_mem_segment_for_mode): bench-train's shape
+ * at half of none's peak, where the budget is above twice the smallest and swapping only gets
+ * 256 KiB segments; with those the hybrid's rebuild scratch fragmented them and its Stable steps
+ * evicted 36-80 times each at this link (2026-12-06). Its memory line says 256 B, its Stable
+ * steps evict nothing, and --swap-only keeps the larger segments. */
+static void t_train_hybrid_segments(void) {
+    const char *m = "train --layers 16 --hidden 32 --heads 4 --kv-heads 1 --ffn 96 --batch 8 --seq 128 --steps 8 "
+                    "--budget 18433024 --no-poison --threads 1 --d2h-gbps 0.158 --h2d-gbps 0.158 --quiet";
+    char args[512], path[128], line[4096];
+    char *o;
+    snprintf(args, sizeof args, "%s --mode smartswap --log %s/hseg.jsonl", m, tmpdir);
+    CHECK_EQ_INT(run(args, &o), 0);
+    CHECK_MSG(has(o, "(segments 256 B)") && has(o, "totals: mode=smartswap"), "%s", o);
+    free(o);
+    snprintf(path, sizeof path, "%s/hseg.jsonl", tmpdir);
+    FILE *f = fopen(path, "r");
+    int stable = 0, evicted = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strstr(line, "\"stage\": \"stable\"")) continue;
+        stable++;
+        const char *e = strstr(line, "\"evictions\": ");
+        if (!e || strtoull(e + 14, NULL, 10) != 0) evicted++;
+    }
+    if (f) fclose(f);
+    CHECK_MSG(stable >= 3 && evicted == 0, "%d Stable steps, %d of them evicted", stable, evicted);
+    snprintf(args, sizeof args, "%s --mode smartswap --swap-only --steps 2", m);
+    CHECK_EQ_INT(run(args, &o), 0);
+    CHECK_MSG(has(o, "(segments 256.00 KiB)"), "%s", o);
+    free(o);
+}
+
 static void t_demo_device(void) {
     char *o;
     CHECK_EQ_INT(run("demo-device", &o), 0);
@@ -563,6 +594,7 @@ int main(void) {
     RUN(t_plan_measured_times);
     RUN(t_plan_segment);
     RUN(t_train);
+    RUN(t_train_hybrid_segments);
     RUN(t_demo_device);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

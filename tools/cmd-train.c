@@ -85,8 +85,9 @@ static void usage(FILE *f) {
             "  --host-mem SIZE   cap on host memory for swapped tensors (default: none)\n"
             "  --plan-headroom F smartswap: plan for the budget less F x (budget - state), a margin for what the\n"
             "                    planner does not see (default 0: none was measured necessary, docs/trainer.md)\n"
-            "  --segment SIZE    allocator segment size (default with --budget: (budget - state)/32 as a power\n"
-            "                    of two, 256B..2MiB; else 2MiB)\n"
+            "  --segment SIZE    allocator segment size (default with --budget: 256B below twice the smallest\n"
+            "                    budget and for the hybrid, else (budget - state)/32 as a power of two,\n"
+            "                    256B..2MiB; else 2MiB)\n"
             "link (cpu-sim, swapping modes):\n"
             "  --ratio-scale X   multiply the reference copy:compute ratio (Llama-2-7B on H200 over 55 GB/s,\n"
             "                    1.131); e.g. 0.122 for a 450 GB/s NVLink-C2C-class link (default 1)\n"
@@ -515,11 +516,13 @@ int cmd_train(int argc, char **argv) {
         opts.budget_bytes = gpt_plan_budget(fl.budget, state, fl.headroom);
     }
     gpt_mem mem;
-    /* below twice the smallest budget: exact-size segments (256 B: one per block, never split),
-     * under which 'any budget at or above the smallest trains' holds (no fragmentation) */
+    /* below twice the smallest budget, and for the hybrid at any budget: exact-size segments
+     * (256 B: one per block, never split), under which 'any budget at or above the smallest
+     * trains' holds (no fragmentation; gpt_mem_segment_for_mode says why the hybrid) */
+    int hyb = fl.mode == GPT_MODE_SMARTSWAP && !fl.swap_only && !opts.granule_bytes;
     uint64_t segment = fl.segment ? fl.segment
                        : (fl.budget_given || opts.budget_bytes)
-                           ? gpt_mem_segment_for_run(fl.budget, state, opts.granule_bytes ? 0 : mbm.min_budget_bytes)
+                           ? gpt_mem_segment_for_mode(fl.budget, state, opts.granule_bytes ? 0 : mbm.min_budget_bytes, hyb)
                            : 0;
     if (gpt_mem_init_ss_ex(&mem, fl.device, &opts, fl.budget, segment, err, sizeof err)) {
         cli_error(CMD, NULL, "%s", err);
