@@ -257,10 +257,10 @@ static void runner_open(runner *rn, const gpt_config *c, const gpt_schedule *s, 
         }
     }
     rn->budget = budget;
-    if (o.granule_bytes) floor_b = 0;   /* granules: the segment rule does not apply */
-    if (gpt_mem_init_ss_ex(&rn->mem, "cpu-sim", &o, budget,
-                           gpt_mem_segment_for_mode(budget, state, floor_b, rn->hybrid && !o.granule_bytes), err,
-                           sizeof err)) {
+    /* granules: the segment rule does not apply */
+    uint64_t seg = o.granule_bytes ? gpt_mem_segment_for(budget, state)
+                                   : gpt_mem_segment_for_mode(budget, state, floor_b, rn->hybrid);
+    if (gpt_mem_init_ss_ex(&rn->mem, "cpu-sim", &o, budget, seg, err, sizeof err)) {
         snprintf(rn->r.why, sizeof rn->r.why, "%s", err);
         return;
     }

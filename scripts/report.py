@@ -488,7 +488,8 @@ def main():
         med = ms[len(ms) // 2] if ms else None
         pk = [r["peak_bytes"] for r in recs]
         p1 = max(pk[:max(1, len(pk) // 10)]) if pk else None
-        p2 = max(pk[-max(1, len(pk) // 10):]) if pk else None
+        last = sorted(pk[-max(1, len(pk) // 10):])   # the last tenth of the steps' peaks
+        p2 = last[-1] if last else None
         ph = max(pk[:max(1, len(pk) // 2)]) if pk else None
         rss = read_rss(os.path.join(raw, "stab-%s.rss" % m), with_size=True)
         # RSS after warm-up: the largest sample of the first tenth of the run and at least two
@@ -502,7 +503,6 @@ def main():
         # and routing are drawn, so a step's peak varies; a leak would lift the late steps above
         # every early one, where one rare draw lifts one step: 2026-12-06, mode none, step 5800
         # of 6000 peaked 512 bytes above every step of the first half, the only one that did)
-        last = sorted(pk[-max(1, len(pk) // 10):]) if pk else []
         pm = last[len(last) // 2] if last else None
         flat[m] = (bool(tail) and ph is not None and tail[-1] <= tail[0] * 1.05 and pm <= ph,
                    (tail[-1] - tail[0]) / 1024 if tail else None)

@@ -140,22 +140,22 @@ struct ss_ctx {
 /* Overhead timing, while a detailed iteration records (into ovh_ns) or re-timing measures a
  * plan's iterations (into run_ovh_ns); off otherwise. Nested spans on one thread (an eviction
  * inside a load) count once. */
-typedef struct ssi_ovh { double t0; int on; } ssi_ovh;
+typedef struct ssi_ovh { double t0; _Atomic uint64_t *to; } ssi_ovh;   /* to: NULL = off */
 extern _Thread_local int ssi_tl_ovh;
 static inline ssi_ovh ssi_ovh_begin(ss_ctx_t *ctx) {
-    ssi_ovh o = {0, 0};
+    ssi_ovh o = {0, NULL};
     if ((ctx->st.recording || ctx->st.timing) && !ssi_tl_ovh) {
         ssi_tl_ovh = 1;
-        o.on = ctx->st.recording ? 1 : 2;
+        o.to = ctx->st.recording ? &ctx->ovh_ns : &ctx->run_ovh_ns;
         o.t0 = ssi_now();
     }
     return o;
 }
 static inline void ssi_ovh_end(ss_ctx_t *ctx, ssi_ovh o) {
-    if (!o.on) return;
+    (void)ctx;
+    if (!o.to) return;
     double d = ssi_now() - o.t0;
-    if (d > 0) atomic_fetch_add_explicit(o.on == 1 ? &ctx->ovh_ns : &ctx->run_ovh_ns, (uint64_t)(d * 1e9),
-                                         memory_order_relaxed);
+    if (d > 0) atomic_fetch_add_explicit(o.to, (uint64_t)(d * 1e9), memory_order_relaxed);
     ssi_tl_ovh = 0;
 }
 

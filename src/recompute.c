@@ -253,7 +253,7 @@ ss_status ssi_recompute_plan(const ss_profile *p, const ssi_policy_config *c, ss
         if ((st = select_items(p, &S, it, nc, x, stops[si], si == NSTOP - 1, o, &k2, NULL, NULL, NULL))) break;
         for (uint32_t i = 0; i < nc; i++) it[i].dead = 0;
         if (si == 0) k = kprev = k2;
-        else if (si < NSTOP - 1 && (k2 == k || k2 == kprev)) continue;   /* the same set (they nest) */
+        else if (si < NSTOP - 1 && k2 == kprev) continue;   /* the same set as the stop before (they nest) */
         else if (si < NSTOP - 1) kprev = k2;
         for (uint32_t want = k2; want > 0 && !st; want /= 2) {
             rc_of(&S, it, o, want, rc, nt);

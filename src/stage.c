@@ -1106,11 +1106,11 @@ static int ring_matches_plan(ss_ctx_t *ctx, uint32_t n) {
  * flight, the stalls), the quantity a detailed iteration sums over its operators. (Until
  * 2026-12-06 that time was measured in detailed iterations only: a Stable iteration's stalls
  * counted as its own time, so a plan that stalled looked slower than its profile and could be
- * re-timed slower still, the link then looking faster than it is.) When the median of the last SSI_RETIME_N of them
- * differs from the profile's sum by more than options.retime (either way), the profile's
- * operator seconds are scaled to that median and the plan is made again from it, on the
- * simulator, with no detailed iteration; it replaces the plan in its cache slot (same key) from
- * the next iteration. Profiles on cpu-sim's virtual clock carry a model, not measured seconds:
+ * re-timed slower still, the link then looking faster than it is.) When the median of the last
+ * SSI_RETIME_N of them differs from the profile's sum by more than options.retime (either
+ * way), the profile's operator seconds are scaled to that median and the plan is made again
+ * from it, on the simulator, with no detailed iteration; it replaces the plan in its cache slot
+ * (same key) from the next iteration. Profiles on cpu-sim's virtual clock carry a model, not measured seconds:
  * they are never re-timed; nor are profiles shorter than SSI_RETIME_MIN_S (timer noise). */
 #define SSI_RETIME_MIN_S 1e-3
 
@@ -1125,7 +1125,7 @@ static int retime(ss_ctx_t *ctx, int slot, double secs) {
     ssi_stage *s = &ctx->st;
     ssi_cache_entry *e = &s->cache[slot];
     double f = ctx->opts.retime;
-    if (!(f > 1.0) || ssi_rec_virtual(ctx)) return 0;
+    if (!s->timing) return 0;   /* re-timing off, the virtual clock, or not measured (iter_begin) */
     /* the caller's own time: its wall time less the time inside smartswap since iter_begin
      * (the executor's iter_end, run since secs was taken, adds none) */
     double own = secs - (double)(atomic_load_explicit(&ctx->ovh_ns, memory_order_relaxed) +

@@ -158,6 +158,22 @@ static void t_hybrid(void) {
     }
 }
 
+/* The policy at budget on an H200 (its links; per-operator times from FLOPs at the preset's
+ * MFU), the default min-swap, no smallest-budget search. */
+static ssi_policy_config policy_h200(uint64_t budget) {
+    const ssi_device_preset *dev = ssi_preset_find("h200");
+    ssi_policy_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.budget_bytes = budget;
+    pc.min_swap_bytes = ss_options_default().min_swap_bytes;
+    pc.d2h_bps = dev->d2h_gbps * 1e9;
+    pc.h2d_bps = dev->h2d_gbps * 1e9;
+    pc.time.mode = SSI_TIME_FLOPS;
+    pc.time.flops_per_s = dev->bf16_flops * SS_PRESET_MFU;
+    pc.skip_min_budget = 1;
+    return pc;
+}
+
 /* Whole layers (spans, ss_ctx_recomputable_span): the generated iteration registers each layer's
  * input as a span; on a PCIe-class link the hybrid takes some layers whole (every member a
  * recompute entry rebuilt at one operator), the plan's prediction is what the simulator gives
@@ -173,17 +189,8 @@ static void t_hybrid_spans(void) {
     uint32_t nspan = 0;
     for (uint32_t t = 0; t < p->ntensors; t++) nspan += p->tensors[t].span_nop > 0;
     CHECK_EQ_U64(nspan, c.layers);
-    const ssi_device_preset *dev = ssi_preset_find("h200");
-    ssi_policy_config pc;
-    memset(&pc, 0, sizeof pc);
-    pc.budget_bytes = 125ull << 30;
-    pc.host_mem_bytes = dev->host_mem_bytes;
-    pc.min_swap_bytes = ss_options_default().min_swap_bytes;
-    pc.d2h_bps = dev->d2h_gbps * 1e9;
-    pc.h2d_bps = dev->h2d_gbps * 1e9;
-    pc.time.mode = SSI_TIME_FLOPS;
-    pc.time.flops_per_s = dev->bf16_flops * SS_PRESET_MFU;
-    pc.skip_min_budget = 1;
+    ssi_policy_config pc = policy_h200(125ull << 30);
+    pc.host_mem_bytes = ssi_preset_find("h200")->host_mem_bytes;
     ss_plan *pl = NULL;
     ssi_recompute_report hr;
     CHECK_OK(ssi_recompute_plan(p, &pc, &pl, NULL, &hr, err, sizeof err));
@@ -266,16 +273,7 @@ static void t_hybrid_span_budget(void) {
     char err[256] = "";
     CHECK_OK(ssi_workload_generate(&c, &p, NULL, err, sizeof err));
     if (!p) return;
-    const ssi_device_preset *dev = ssi_preset_find("h200");
-    ssi_policy_config pc;
-    memset(&pc, 0, sizeof pc);
-    pc.budget_bytes = 125ull << 30;
-    pc.min_swap_bytes = ss_options_default().min_swap_bytes;
-    pc.d2h_bps = dev->d2h_gbps * 1e9;
-    pc.h2d_bps = dev->h2d_gbps * 1e9;
-    pc.time.mode = SSI_TIME_FLOPS;
-    pc.time.flops_per_s = dev->bf16_flops * SS_PRESET_MFU;
-    pc.skip_min_budget = 1;
+    ssi_policy_config pc = policy_h200(125ull << 30);
     ssi_rebuild_spans S;
     memset(&S, 0, sizeof S);
     CHECK_OK(ssi_rebuild_spans_find(p, &S));

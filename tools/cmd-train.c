@@ -519,11 +519,11 @@ int cmd_train(int argc, char **argv) {
     /* below twice the smallest budget, and for the hybrid at any budget: exact-size segments
      * (256 B: one per block, never split), under which 'any budget at or above the smallest
      * trains' holds (no fragmentation; gpt_mem_segment_for_mode says why the hybrid) */
-    int hyb = fl.mode == GPT_MODE_SMARTSWAP && !fl.swap_only && !opts.granule_bytes;
     uint64_t segment = fl.segment ? fl.segment
-                       : (fl.budget_given || opts.budget_bytes)
-                           ? gpt_mem_segment_for_mode(fl.budget, state, opts.granule_bytes ? 0 : mbm.min_budget_bytes, hyb)
-                           : 0;
+                       : !(fl.budget_given || opts.budget_bytes) ? 0
+                       : opts.granule_bytes ? gpt_mem_segment_for(fl.budget, state)   /* granules: not the rule */
+                       : gpt_mem_segment_for_mode(fl.budget, state, mbm.min_budget_bytes,
+                                                  fl.mode == GPT_MODE_SMARTSWAP && !fl.swap_only);
     if (gpt_mem_init_ss_ex(&mem, fl.device, &opts, fl.budget, segment, err, sizeof err)) {
         cli_error(CMD, NULL, "%s", err);
         gpt_data_free(&data);
